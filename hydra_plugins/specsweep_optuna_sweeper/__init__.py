@@ -1,0 +1,1 @@
+"""Optuna (>= 5) sweeper for Hydra with a correctness gate."""

@@ -1,0 +1,1 @@
+"""Server lifecycle backends: local process group, SSH (systemd or process)."""

@@ -1,0 +1,77 @@
+"""The launcher contract: make "a server with this fingerprint is up" true.
+
+A launcher owns at most one server at a time. ``ensure`` reuses the running
+server when its fingerprint matches the requested launch, otherwise stops
+it and starts the new one, waits for readiness and returns a
+:class:`ServerHandle`; when the server dies or never becomes ready it
+raises :class:`LaunchFailure` with a classified reason and the log tail.
+``log_mark``/``log_since`` give the server log for one trial's window only.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweep.config import Launcher as LauncherConfig
+    from sweep.config import Server
+    from sweep.render import Launch
+
+# Reasons a launch fails; launchers.classify mines the first seven from logs.
+REASONS = (
+    "cuda_graph", "oom", "missing_module", "python_headers", "bad_flag",
+    "port_in_use", "timeout", "crashed", "unknown",
+    # SSH launcher
+    "ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight",
+)
+
+
+class LaunchFailure(Exception):
+    """The server could not be made ready; ``reason`` is one of REASONS."""
+
+    def __init__(self, reason: str, message: str, log_tail: str = "") -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+        self.log_tail = log_tail
+
+
+@dataclass
+class ServerHandle:
+    base_url: str
+    fingerprint: str
+    reused: bool
+    startup_s: float
+    log_path: Path | None = None
+    pid: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # /get_server_info, version
+
+
+class ServerLauncher(abc.ABC):
+    """One server lifecycle backend (local process group, SSH...)."""
+
+    def __init__(self, settings: "LauncherConfig") -> None:
+        self.settings = settings
+
+    @abc.abstractmethod
+    def ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+        """Reuse or (re)start the server for ``launch``; raise LaunchFailure."""
+
+    @abc.abstractmethod
+    def log_mark(self) -> Any:
+        """An opaque position in the server log (start of a trial window)."""
+
+    @abc.abstractmethod
+    def log_since(self, mark: Any) -> str:
+        """Server log text written since ``mark`` (secrets redacted)."""
+
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether the server this launcher started is still running."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, grace, SIGKILL of the group); idempotent."""

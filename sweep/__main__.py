@@ -1,0 +1,18 @@
+"""``python -m sweep``: check the command line, then hand it to Hydra."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    from sweep import preflight
+
+    preflight.check(sys.argv[1:])
+    from sweep.app import task
+
+    task()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Benchmark harness: load generation, coding eval, sandbox."""

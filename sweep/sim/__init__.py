@@ -1,0 +1,1 @@
+"""The embedded SGLang simulator (python -m sweep.sim)."""
