@@ -16,7 +16,7 @@ def print_dry_run(launch: Any, simulated: bool) -> None:
     """The launch, human-readable, ending with the one-line shell command."""
     from rich.console import Console
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     console.print("[bold]dry run[/bold]: nothing started" + (" (simulated server)" if simulated else ""))
     console.print("  argv: " + " ".join(launch.redact(a) for a in launch.argv))
     for k, v in sorted(launch.env.items()):

@@ -1,0 +1,58 @@
+"""The terminal summary of a trial (rich), printed when the trial ends."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _fmt(x: Any, nd: int = 1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    return str(x)
+
+
+def print_trial(doc: Mapping[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    trial = doc.get("trial") or {}
+    status = doc.get("status")
+    colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(status, "white")
+    tag = " [dim](simulated)[/dim]" if doc.get("simulated") else ""
+    console.print(f"[bold]{trial.get('name')}[/bold]{tag}: [{colour}]{status}[/{colour}]")
+    failure = doc.get("failure")
+    if failure:
+        console.print(f"  reason: [red]{failure.get('reason')}[/red] - {failure.get('message')}")
+        tail = (failure.get("log_tail") or "").strip().splitlines()[-8:]
+        for line in tail:
+            console.print("  " + line, style="dim", markup=False)
+    cells = doc.get("cells") or []
+    if cells:
+        table = Table(title="throughput matrix", show_lines=False)
+        for col in ("context", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT p50 ms",
+                    "ITL p50 ms", "TPOT p50 ms", "accept"):
+            table.add_column(col, justify="right")
+        for c in cells:
+            table.add_row(str(c["context"]), str(c["concurrency"]), str(c.get("requests")),
+                          str(c.get("errors")), _fmt(c.get("output_tok_s")),
+                          _fmt(c.get("per_stream_tok_s")), _fmt(c.get("ttft_ms_p50")),
+                          _fmt(c.get("itl_ms_p50")), _fmt(c.get("tpot_ms_p50"), 2),
+                          _fmt(c.get("accept_len"), 2))
+        console.print(table)
+    coding = doc.get("coding")
+    if coding:
+        names = ", ".join(f"{p['name']}{'' if p.get('passed') else ' (FAIL)'}" for p in coding.get("problems", []))
+        console.print(f"coding: {coding.get('passed')}/{coding.get('total')} passed, "
+                      f"mean {_fmt(coding.get('mean_tok_s'))} tok/s  [{names}]")
+    m = doc.get("metrics") or {}
+    acc = doc.get("accept_len") or {}
+    console.print(
+        f"tok/s c1: {_fmt(m.get('tok_s_c1'))}  peak: {_fmt(m.get('tok_s_peak'))}  "
+        f"accept len: {_fmt(acc.get('requests'), 2)} (log {_fmt(acc.get('log'), 2)})  "
+        f"speedup vs AR: {_fmt(doc.get('speedup_vs_baseline'), 2)}x  "
+        f"startup: {_fmt(m.get('startup_s'))} s"
+        + ("  [server reused]" if (doc.get("server") or {}).get("reused") else ""))
+    console.print(f"result: {trial.get('job_dir')}/result.json")

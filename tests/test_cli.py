@@ -1,0 +1,43 @@
+"""The command line as a user meets it: exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sweep", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("args, key", [
+    (["spec.budget=0"], "spec.budget"),
+    (["hardware=b301"], "hardware"),
+    (["spec.topk=16"], "spec.topk"),
+    (["-m", "spec.budget=8,0"], "spec.budget"),
+    (["workload.concurrency=[0]"], "workload.concurrency"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, key) -> None:
+    out = run(*args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}:"), out.stderr
+    assert not (tmp_path / "multirun").exists()  # nothing ran, no job dirs
+
+
+def test_cfg_job_shows_the_groups(tmp_path) -> None:
+    out = run("--cfg", "job", cwd=tmp_path)
+    assert out.returncode == 0
+    for group in ("hardware:", "spec:", "model:", "server:", "launcher:", "workload:"):
+        assert f"\n{group}" in "\n" + out.stdout
+
+
+def test_dry_run_ddtree_sglang(tmp_path) -> None:
+    out = run("dry_run=true", "hardware=b300", "spec=ddtree", "server=sglang", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert "SGLANG_DDTREE_MAX_TOPK=4" in last
+    assert "--speculative-algorithm DDTREE" in last and "--speculative-ddtree-budget 8" in last
