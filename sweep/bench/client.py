@@ -1,0 +1,397 @@
+"""One streamed chat completion, measured the way an inference engineer trusts.
+
+Why this shape:
+
+* Tokens come from the server's ``usage`` (``stream_options.include_usage``),
+  never from counting chunks: with speculative decoding one chunk carries
+  several tokens (a DDTree step emits ~4.5). A server that sends no usage
+  makes the request an error of kind ``no_usage`` rather than a guess.
+* Timing is per chunk *arrival* (one network read): TTFT is the arrival of
+  the first content, ITL the gaps between later arrivals that carry
+  content, and TPOT = (e2e - ttft) / (completion_tokens - 1), which stays
+  honest when chunks carry several tokens.
+* SGLang's ``meta_info`` (``return_meta_info``) gives ``spec_verify_ct``,
+  so accept length = completion_tokens / spec_verify_ct per request.
+* Every way a request can go wrong (unreachable, 4xx/5xx, a body that is not
+  JSON, a malformed SSE event, a disconnect mid-stream, a timeout) becomes an
+  error *kind* on the record, never an exception: failed requests must be
+  counted and shown, not silently skew or abort a cell.
+
+The API key travels only in the Authorization header of the client; no
+record, detail string or log line ever contains it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import httpx
+
+try:  # optional: ~5x faster JSON decoding of the many small SSE events
+    import orjson as _orjson
+
+    _loads: Callable[[bytes], Any] = _orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+
+CHAT_PATH = "/v1/chat/completions"
+MAX_ERROR_BODY = 2048
+MAX_PLAIN_BODY = 4 * 1024 * 1024
+
+# Error kinds (plus ``http_<status>``), documented in one place.
+ERROR_KINDS = {
+    "connect": "endpoint unreachable (connection refused / DNS / connect timeout)",
+    "timeout": "no complete answer within the request timeout",
+    "disconnect": "connection closed before the stream finished",
+    "bad_sse": "an SSE event whose data is not valid JSON",
+    "bad_json": "a non-streaming body that is not JSON",
+    "not_streamed": "a JSON body where an SSE stream was expected",
+    "server_error": "the server reported an error object",
+    "no_usage": "stream finished without a usage block (token count unknown)",
+    "http_error": "another HTTP transport error",
+    "exception": "an unexpected client-side error",
+}
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """What one request did. ``ok`` is False exactly when ``error`` is set."""
+
+    ok: bool = False
+    error: str | None = None
+    detail: str | None = None
+    status: int | None = None
+    started: float = 0.0              # time.perf_counter() at send
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)   # gaps between content arrivals
+    chunks: int = 0                   # SSE events with content (not tokens!)
+    completion_tokens: int | None = None   # from usage
+    prompt_tokens: int | None = None       # from usage
+    spec_verify_ct: int | None = None      # from meta_info
+    meta_completion_tokens: int | None = None
+    finish_reason: str | None = None
+    text: str = ""
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time per output token after the first: (e2e - ttft) / (tokens - 1)."""
+        if not self.ok or self.e2e_s is None or self.ttft_s is None:
+            return None
+        n = self.completion_tokens or 0
+        if n < 2:
+            return None
+        return max(0.0, self.e2e_s - self.ttft_s) / (n - 1)
+
+    @property
+    def stream_tok_s(self) -> float | None:
+        """Decode speed one user sees: completion_tokens / (e2e - ttft).
+
+        Prefill wait is excluded (TTFT reports it); when the whole answer
+        arrived in the first chunk, falls back to completion_tokens / e2e.
+        """
+        if not self.ok or not self.completion_tokens or self.e2e_s is None:
+            return None
+        decode = self.e2e_s - (self.ttft_s or 0.0)
+        if decode <= 1e-6:
+            decode = self.e2e_s
+        return self.completion_tokens / decode if decode > 0 else None
+
+    @property
+    def accept_len(self) -> float | None:
+        """completion_tokens / spec_verify_ct from meta_info (None without spec)."""
+        if not self.spec_verify_ct:
+            return None
+        n = self.meta_completion_tokens or self.completion_tokens
+        return n / self.spec_verify_ct if n else None
+
+    def fail(self, kind: str, detail: str | None = None) -> "RequestResult":
+        self.ok = False
+        self.error = kind
+        self.detail = (detail or "")[:300] or None
+        return self
+
+
+def build_payload(model: str, prompt: str, *, max_tokens: int, temperature: float = 0.0,
+                  ignore_eos: bool = False) -> dict[str, Any]:
+    """The chat request body: streaming, usage requested, SGLang meta_info on."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_meta_info": True,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True  # SGLang/vLLM extension: always produce max_tokens
+    return body
+
+
+def make_client(base_url: str, *, concurrency: int = 1, api_key: str | None = None,
+                timeout_s: float = 600.0) -> "httpx.AsyncClient":
+    """An AsyncClient whose keep-alive pool holds ``concurrency`` connections.
+
+    A smaller pool would queue requests inside the client and show up as
+    server TTFT; a larger one is pointless in a closed loop.
+    """
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    limits = httpx.Limits(max_connections=max(1, concurrency),
+                          max_keepalive_connections=max(1, concurrency))
+    timeout = httpx.Timeout(connect=min(10.0, timeout_s), read=timeout_s, write=timeout_s, pool=None)
+    return httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits,
+                             timeout=timeout, trust_env=False)
+
+
+def _meta_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """SGLang puts meta_info on the chunk, on the choice, or under ``sglext``."""
+    meta = event.get("meta_info")
+    if isinstance(meta, dict):
+        return meta
+    choices = event.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        meta = choices[0].get("meta_info")
+        if isinstance(meta, dict):
+            return meta
+    ext = event.get("sglext")
+    if isinstance(ext, dict):
+        meta = ext.get("meta_info", ext)
+        if isinstance(meta, dict) and ("spec_verify_ct" in meta or "completion_tokens" in meta):
+            return meta
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    return None
+
+
+class _Stream:
+    """Incremental state of one SSE stream (kept out of the hot loop's locals)."""
+
+    __slots__ = ("rec", "parts", "usage", "meta", "done", "finish", "last_arrival")
+
+    def __init__(self, rec: RequestResult) -> None:
+        self.rec = rec
+        self.parts: list[str] = []
+        self.usage: dict[str, Any] | None = None
+        self.meta: dict[str, Any] | None = None
+        self.done = False
+        self.finish: str | None = None
+        self.last_arrival: float | None = None
+
+    def event(self, data: bytes) -> str | None:
+        """Handle one event's data; return an error kind or None."""
+        if data == b"[DONE]":
+            self.done = True
+            return None
+        try:
+            ev = _loads(data)
+        except ValueError:
+            return "bad_sse"
+        if not isinstance(ev, dict):
+            return "bad_sse"
+        if "error" in ev or ev.get("object") == "error":
+            err = ev.get("error", ev)
+            msg = err.get("message") if isinstance(err, dict) else err
+            self.rec.detail = str(msg)[:300]
+            return "server_error"
+        usage = ev.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        meta = _meta_of(ev)
+        if meta is not None:
+            self.meta = meta
+        choices = ev.get("choices")
+        if choices:
+            ch = choices[0]
+            delta = ch.get("delta") or {}
+            content = delta.get("content") or delta.get("reasoning_content")
+            if content:
+                self.parts.append(content)
+                self.rec.chunks += 1
+            fr = ch.get("finish_reason")
+            if fr:
+                self.finish = fr
+        return None
+
+    def arrival(self, now: float) -> None:
+        rec = self.rec
+        if rec.ttft_s is None:
+            rec.ttft_s = now - rec.started
+        elif self.last_arrival is not None:
+            rec.itl_s.append(now - self.last_arrival)
+        self.last_arrival = now
+
+    def feed(self, buf: bytes, now: float) -> tuple[bytes, str | None]:
+        """Consume complete events from ``buf``; return the rest and an error kind."""
+        before = self.rec.chunks
+        err = None
+        while True:
+            end = buf.find(b"\n\n")
+            if end < 0:
+                break
+            block, buf = buf[:end], buf[end + 2:]
+            data = _event_data(block)
+            if data is None:
+                continue
+            err = self.event(data)
+            if err or self.done:
+                break
+        if self.rec.chunks != before:
+            self.arrival(now)
+        return buf, err
+
+
+def _event_data(block: bytes) -> bytes | None:
+    """The data of one SSE event block (None for comments / events without data)."""
+    if block.startswith(b"data:") and b"\n" not in block:  # the common case
+        return block[5:].strip()
+    lines = []
+    for line in block.split(b"\n"):
+        if line.startswith(b"data:"):
+            lines.append(line[5:].lstrip(b" "))
+    return b"\n".join(lines).strip() if lines else None
+
+
+async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
+                      timeout_s: float = 600.0, keep_text: bool = True,
+                      path: str = CHAT_PATH) -> RequestResult:
+    """Send one streaming request and measure it; never raises (except cancellation)."""
+    import httpx
+
+    rec = RequestResult(started=time.perf_counter())
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _run(client, payload, rec, path, keep_text)
+    except TimeoutError:
+        rec.fail("timeout", f"no complete answer within {timeout_s:g} s")
+    except httpx.TimeoutException as exc:
+        rec.fail("connect" if isinstance(exc, httpx.ConnectTimeout) else "timeout", type(exc).__name__)
+    except httpx.ConnectError as exc:
+        rec.fail("connect", str(exc) or type(exc).__name__)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+        rec.fail("disconnect", str(exc) or type(exc).__name__)
+    except httpx.DecodingError as exc:
+        rec.fail("bad_json", str(exc))
+    except httpx.HTTPError as exc:
+        rec.fail("http_error", f"{type(exc).__name__}: {exc}")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a record, never a traceback
+        rec.fail("exception", f"{type(exc).__name__}: {exc}")
+    if rec.e2e_s is None:
+        rec.e2e_s = time.perf_counter() - rec.started
+    if not keep_text:
+        rec.text = ""
+    return rec
+
+
+async def _run(client: "httpx.AsyncClient", payload: dict[str, Any], rec: RequestResult,
+               path: str, keep_text: bool) -> None:
+    async with client.stream("POST", path, json=payload) as resp:
+        rec.status = resp.status_code
+        if resp.status_code >= 400:
+            body = await _read_capped(resp, MAX_ERROR_BODY)
+            rec.fail(f"http_{resp.status_code}", _error_message(body))
+            return
+        ctype = resp.headers.get("content-type", "")
+        st = _Stream(rec)
+        if "text/event-stream" not in ctype:
+            body = await _read_capped(resp, MAX_PLAIN_BODY)
+            if not body.lstrip().startswith(b"data:"):
+                _plain_body(rec, body)
+                return
+            body = body.replace(b"\r\n", b"\n")
+            _, err = st.feed(body if body.endswith(b"\n\n") else body + b"\n\n", time.perf_counter())
+        else:
+            err = None
+            buf = b""
+            async for piece in resp.aiter_bytes():
+                if st.done:  # drain the end of the body so the connection stays pooled
+                    continue
+                now = time.perf_counter()
+                buf = buf + piece if buf else piece
+                if b"\r" in buf:
+                    buf = buf.replace(b"\r\n", b"\n")
+                buf, err = st.feed(buf, now)
+                if err:
+                    break
+                if st.done:
+                    rec.e2e_s = now - rec.started
+            if not err and not st.done and buf.strip():
+                _, err = st.feed(buf + b"\n\n", time.perf_counter())
+    if rec.e2e_s is None:
+        rec.e2e_s = time.perf_counter() - rec.started
+    _finish(rec, st, err, keep_text)
+
+
+def _finish(rec: RequestResult, st: _Stream, err: str | None, keep_text: bool) -> None:
+    if keep_text or err:
+        rec.text = "".join(st.parts)
+    rec.finish_reason = st.finish
+    if st.meta:
+        rec.spec_verify_ct = _as_int(st.meta.get("spec_verify_ct"))
+        rec.meta_completion_tokens = _as_int(st.meta.get("completion_tokens"))
+    if st.usage:
+        rec.completion_tokens = _as_int(st.usage.get("completion_tokens"))
+        rec.prompt_tokens = _as_int(st.usage.get("prompt_tokens"))
+    if err:
+        rec.fail(err, rec.detail or f"malformed event after {rec.chunks} chunks")
+        return
+    if not st.done and st.finish is None:
+        rec.fail("disconnect", f"stream ended after {rec.chunks} chunks without [DONE]")
+        return
+    if rec.completion_tokens is None:
+        rec.fail("no_usage", "the server sent no usage block; tokens are not counted from chunks")
+        return
+    rec.ok = True
+    rec.error = None
+
+
+def _plain_body(rec: RequestResult, body: bytes) -> None:
+    try:
+        obj = _loads(body) if body.strip() else None
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        snippet = body[:120].decode("utf-8", "replace")
+        rec.fail("bad_json", f"expected an SSE stream, got {snippet!r}")
+    elif "error" in obj or obj.get("object") == "error":
+        rec.fail("server_error", _error_message(body))
+    else:
+        rec.fail("not_streamed", "expected an SSE stream, got a JSON body")
+
+
+async def _read_capped(resp: "httpx.Response", cap: int) -> bytes:
+    out = bytearray()
+    async for piece in resp.aiter_bytes():
+        out += piece
+        if len(out) >= cap:
+            break
+    return bytes(out[:cap])
+
+
+def _error_message(body: bytes) -> str:
+    """A short message from an error body (OpenAI / SGLang / FastAPI shapes, or text)."""
+    try:
+        obj = _loads(body)
+    except ValueError:
+        return body[:200].decode("utf-8", "replace").strip()
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            return str(err.get("message") or err.get("detail") or err)[:200]
+        return str(obj.get("message") or obj.get("detail") or err)[:200]
+    return str(obj)[:200]

@@ -1,0 +1,352 @@
+"""The context x concurrency throughput matrix.
+
+For each cell: flush the server's prefix cache (so nothing measured is a
+cache hit left by an earlier cell or trial), run unmeasured warmup
+requests, then ``workload.requests_for(concurrency)`` measured requests,
+closed loop with ``concurrency`` in flight (or Poisson arrivals capped at
+``concurrency`` in flight when ``workload.request_rate`` is set).
+
+Definitions (per cell, over the measured phase only):
+
+* ``output_tok_s``: sum of ``usage.completion_tokens`` of successful
+  requests / wall time from the first send to the last completion.
+  Failed requests add no tokens but do take wall time: a server that
+  fails requests is slower, not faster.
+* ``per_stream_tok_s``: mean over successful requests of
+  completion_tokens / (e2e - ttft), the decode speed one user sees once
+  the first token has arrived (prefill wait is TTFT's business).
+* ``ttft/itl/tpot/e2e`` percentiles in ms (linear interpolation); ITL is
+  pooled over every gap between content arrivals of every request; TPOT is
+  per request (e2e - ttft) / (completion_tokens - 1).
+* ``accept_len``: sum(completion_tokens) / sum(spec_verify_ct) over
+  successful requests carrying spec counters (None without them).
+* ``errors`` / ``error_kinds``: failed requests, counted and shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from sweep.bench.client import RequestResult, build_payload, make_client, stream_chat
+from sweep.bench.prompts import PromptFactory
+
+if TYPE_CHECKING:
+    import httpx
+
+    from sweep.config import Workload
+
+# Exactly the cell keys of result.json (docs/ARCHITECTURE.md).
+CELL_KEYS = (
+    "context", "concurrency", "requests", "errors", "error_kinds",
+    "output_tok_s", "per_stream_tok_s",
+    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
+    "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
+    "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
+    "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "duration_s",
+)
+
+
+@dataclass
+class CellResult:
+    """Aggregates of one cell; ``results`` keeps the per-request records."""
+
+    context: int
+    concurrency: int
+    requests: int
+    errors: int
+    error_kinds: dict[str, int]
+    output_tok_s: float
+    per_stream_tok_s: float | None
+    ttft_ms_p50: float | None
+    ttft_ms_p90: float | None
+    ttft_ms_p99: float | None
+    itl_ms_p50: float | None
+    itl_ms_p90: float | None
+    itl_ms_p99: float | None
+    tpot_ms_p50: float | None
+    tpot_ms_p90: float | None
+    tpot_ms_p99: float | None
+    e2e_ms_p50: float | None
+    e2e_ms_p90: float | None
+    e2e_ms_p99: float | None
+    accept_len: float | None
+    completion_tokens: int
+    prompt_tokens_mean: float | None
+    duration_s: float
+    spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
+    spec_verify_ct: int = 0       # denominator of accept_len
+    flushed: str = "skipped"      # ok | unsupported | failed | skipped
+    results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``cells[]`` entry of result.json, exactly the documented keys."""
+        return {k: getattr(self, k) for k in CELL_KEYS}
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100); None for no data."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _ms(values: Sequence[float], q: float) -> float | None:
+    p = percentile(values, q)
+    return None if p is None else round(p * 1000.0, 3)
+
+
+def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
+              duration_s: float) -> CellResult:
+    """Reduce one cell's request records to the documented figures."""
+    ok = [r for r in results if r.ok]
+    kinds: dict[str, int] = {}
+    for r in results:
+        if not r.ok:
+            kinds[r.error or "unknown"] = kinds.get(r.error or "unknown", 0) + 1
+    tokens = sum(r.completion_tokens or 0 for r in ok)
+    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    itl = [g for r in ok for g in r.itl_s]
+    tpot = [t for t in (r.tpot_s for r in ok) if t is not None]
+    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
+    streams = [s for s in (r.stream_tok_s for r in ok) if s is not None]
+    spec = [r for r in ok if r.spec_verify_ct]
+    spec_tokens = sum((r.meta_completion_tokens or r.completion_tokens or 0) for r in spec)
+    spec_verify = sum(r.spec_verify_ct or 0 for r in spec)
+    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    return CellResult(
+        context=context, concurrency=concurrency, requests=len(results),
+        errors=len(results) - len(ok), error_kinds=dict(sorted(kinds.items())),
+        output_tok_s=round(tokens / duration_s, 3) if duration_s > 0 else 0.0,
+        per_stream_tok_s=round(sum(streams) / len(streams), 3) if streams else None,
+        ttft_ms_p50=_ms(ttft, 50), ttft_ms_p90=_ms(ttft, 90), ttft_ms_p99=_ms(ttft, 99),
+        itl_ms_p50=_ms(itl, 50), itl_ms_p90=_ms(itl, 90), itl_ms_p99=_ms(itl, 99),
+        tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
+        e2e_ms_p50=_ms(e2e, 50), e2e_ms_p90=_ms(e2e, 90), e2e_ms_p99=_ms(e2e, 99),
+        accept_len=round(spec_tokens / spec_verify, 4) if spec_verify else None,
+        completion_tokens=tokens,
+        prompt_tokens_mean=round(sum(prompt) / len(prompt), 2) if prompt else None,
+        duration_s=round(duration_s, 4), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,
+        results=list(results),
+    )
+
+
+def trial_accept_len(cells: Iterable[CellResult]) -> float | None:
+    """Accept length over every measured request of a trial (None without spec)."""
+    cells = list(cells)
+    verify = sum(c.spec_verify_ct for c in cells)
+    return round(sum(c.spec_tokens for c in cells) / verify, 4) if verify else None
+
+
+async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
+    """POST /flush_cache (GET on 405): ``ok``, ``unsupported`` (404) or ``failed``.
+
+    SGLang refuses to flush while requests are running (HTTP 400), so a
+    refusal is retried briefly.
+    """
+    import httpx
+
+    for attempt in range(attempts):
+        try:
+            resp = await client.post("/flush_cache")
+            if resp.status_code == 405:
+                resp = await client.get("/flush_cache")
+        except httpx.HTTPError:
+            return "failed"
+        if resp.status_code == 404:
+            return "unsupported"
+        if resp.status_code < 300:
+            return "ok"
+        await asyncio.sleep(0.2 * (attempt + 1))
+    return "failed"
+
+
+async def _closed_loop(client: "httpx.AsyncClient", payloads: list[dict[str, Any]], concurrency: int,
+                       timeout_s: float, on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
+    """Keep ``concurrency`` requests in flight until every payload was sent."""
+    results: list[RequestResult | None] = [None] * len(payloads)
+    todo = iter(range(len(payloads)))
+
+    async def worker() -> None:
+        for i in todo:  # shared iterator: next() never awaits, so no lock is needed
+            rec = await stream_chat(client, payloads[i], timeout_s=timeout_s, keep_text=False)
+            results[i] = rec
+            on_done(rec)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(payloads))))))
+    return [r for r in results if r is not None]
+
+
+async def _poisson(client: "httpx.AsyncClient", payloads: list[dict[str, Any]], concurrency: int,
+                   rate: float, seed: int, timeout_s: float,
+                   on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
+    """Send at Poisson arrival times (``rate`` req/s), at most ``concurrency`` in flight."""
+    rng = random.Random(seed)
+    gate = asyncio.Semaphore(max(1, concurrency))
+    t, offsets = 0.0, []
+    for _ in payloads:
+        offsets.append(t)
+        t += rng.expovariate(rate)
+
+    async def one(payload: dict[str, Any], at: float) -> RequestResult:
+        await asyncio.sleep(at)
+        async with gate:
+            rec = await stream_chat(client, payload, timeout_s=timeout_s, keep_text=False)
+        on_done(rec)
+        return rec
+
+    return list(await asyncio.gather(*(one(p, at) for p, at in zip(payloads, offsets))))
+
+
+async def run_cell(base_url: str, workload: "Workload", model_name: str, context: int,
+                   concurrency: int, prompts: PromptFactory, *, api_key: str | None = None,
+                   on_done: Callable[[RequestResult], None] | None = None,
+                   seed: int = 0) -> CellResult:
+    """Warm up, then measure one cell with a client pool sized to ``concurrency``."""
+    on_done = on_done or (lambda _r: None)
+    timeout_s = workload.request_timeout_s
+
+    def payloads(n: int) -> list[dict[str, Any]]:
+        return [build_payload(model_name, p, max_tokens=workload.max_tokens,
+                              temperature=workload.temperature, ignore_eos=workload.ignore_eos)
+                for p in prompts.batch(context, n)]
+
+    async with make_client(base_url, concurrency=concurrency, api_key=api_key,
+                           timeout_s=timeout_s) as client:
+        if workload.warmup_requests:
+            await _closed_loop(client, payloads(workload.warmup_requests), concurrency,
+                               timeout_s, lambda _r: None)
+        measured = payloads(workload.requests_for(concurrency))
+        t0 = time.perf_counter()
+        if workload.request_rate:
+            results = await _poisson(client, measured, concurrency, workload.request_rate,
+                                     seed, timeout_s, on_done)
+        else:
+            results = await _closed_loop(client, measured, concurrency, timeout_s, on_done)
+        duration = time.perf_counter() - t0
+    return aggregate(context, concurrency, results, duration)
+
+
+async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
+                      api_key: str | None = None, progress: bool = True, flush: bool = True,
+                      seed: int = 0) -> list[CellResult]:
+    """Async body of :func:`run_matrix`."""
+    base_url = base_url.rstrip("/")
+    cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
+    do_flush = flush and workload.flush_cache
+    # Prompts are deterministic per seed so trials compare on the same text;
+    # without a working /flush_cache a reused server could have cached them,
+    # so they are salted with a fresh random namespace instead.
+    prompts = PromptFactory(seed, namespace="matrix")
+    out: list[CellResult] = []
+    with _progress_bar(progress) as bar:
+        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}", total=workload.requests_for(conc),
+                              tok_s="") for ctx, conc in cells]
+        async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=30.0) as admin:
+            flush_state = "skipped"
+            for (ctx, conc), task in zip(cells, tasks):
+                if do_flush and flush_state != "unsupported":
+                    flush_state = await flush_cache(admin)
+                if flush_state != "ok" and prompts.namespace == "matrix":
+                    prompts = PromptFactory(seed, namespace=f"matrix-{os.urandom(6).hex()}")
+
+                def done(rec: RequestResult, task: Any = task) -> None:
+                    bar.advance(task)
+
+                cell = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                                      api_key=api_key, on_done=done, seed=seed)
+                cell.flushed = flush_state
+                bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
+                           + (f"  {cell.errors} errors" if cell.errors else ""))
+                out.append(cell)
+    return out
+
+
+def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
+               api_key: str | None = None, progress: bool = True, flush: bool = True,
+               seed: int = 0) -> list[CellResult]:
+    """Run every context x concurrency cell of ``workload`` against ``base_url``.
+
+    Synchronous entry point (runs its own event loop; from inside a running
+    loop it uses a helper thread). Never raises for request failures: they
+    are counted per cell in ``errors`` / ``error_kinds``.
+    """
+    coro_args = dict(api_key=api_key, progress=progress, flush=flush, seed=seed)
+    return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
+
+
+def _run_sync(make_coro: Callable[[], Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make_coro())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(make_coro())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    th = threading.Thread(target=target, name="specsweep-bench")
+    th.start()
+    th.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class _NoBar:
+    """Stands in for rich's Progress when progress=False (tests, CI logs)."""
+
+    def add_task(self, *_a: Any, **_k: Any) -> int:
+        return 0
+
+    def advance(self, *_a: Any, **_k: Any) -> None:
+        pass
+
+    def update(self, *_a: Any, **_k: Any) -> None:
+        pass
+
+
+def _progress_bar(enabled: bool) -> Any:
+    """Rich progress on stderr: one task per cell, advanced per finished request."""
+    if not enabled:
+        return nullcontext(_NoBar())
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[tok_s]}"),
+                    console=Console(stderr=True), transient=False)
+
+
+def cells_table(cells: Sequence[CellResult], title: str = "benchmark matrix") -> Any:
+    """A rich Table of the cells (for the end-of-trial summary)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in ("context", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT p50 ms",
+                 "ITL p50 ms", "TPOT p50 ms", "accept"):
+        table.add_column(name, justify="right")
+
+    def f(x: float | None, nd: int = 1) -> str:
+        return "-" if x is None else f"{x:,.{nd}f}"
+
+    for c in cells:
+        table.add_row(str(c.context), str(c.concurrency), str(c.requests),
+                      f"[red]{c.errors}[/]" if c.errors else "0", f(c.output_tok_s),
+                      f(c.per_stream_tok_s), f(c.ttft_ms_p50), f(c.itl_ms_p50, 2),
+                      f(c.tpot_ms_p50, 2), f(c.accept_len, 2))
+    return table
