@@ -1,0 +1,420 @@
+"""Run the server as a local process group and keep it only as long as needed.
+
+Why each mechanism is here:
+
+* **Own session / process group** (``start_new_session=True``): SGLang forks
+  scheduler and detokenizer processes; stopping means signalling the whole
+  group, and Ctrl-C in the terminal (SIGINT to the *foreground* group) must
+  not kill the server behind the trial's back -- the trial stops it itself,
+  after recording an ``interrupted`` result.
+* **PR_SET_PDEATHSIG(SIGTERM)** (Linux, set in the child before exec): if the
+  controller is SIGKILLed no ``finally``/atexit runs; the kernel then sends
+  SIGTERM to the server so no 590 GB model stays resident on the GPUs.
+  Caveats: it fires when the *thread* that started the server exits (call
+  :meth:`LocalLauncher.ensure` from the main thread, as Hydra does), it only
+  reaches the direct child (SGLang ties its own children to it the same
+  way), and it is not set with ``launcher.keep_server=true`` (that server is
+  meant to outlive us).
+* **server.log in the trial dir**, appended, one redacted header line per
+  start; when the launch carries secrets (``--api-key``), output goes through
+  a redacting pump thread because SGLang prints its ``ServerArgs`` (key
+  included) at startup. ``log_mark``/``log_since`` give one trial's window.
+* **Stop**: SIGTERM to the group, ``stop_grace_s``, SIGKILL to the group,
+  reap. Members that are already zombies count as gone (a PID 1 that does not
+  reap orphans, as in some containers, leaves them forever).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
+
+import httpx
+
+from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
+from launchers.classify import classify, hint, tail
+from launchers.readiness import check_health, wait_ready
+
+if TYPE_CHECKING:
+    from sweep.config import Server
+    from sweep.render import Launch
+
+MASK = "***"
+INFO_PATHS = ("/get_server_info", "/server_info")
+_SECRET_KEYS = ("api_key", "token", "secret", "password")
+
+# Resolved in the parent: the child between fork and exec must not dlopen/dlsym.
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):  # pragma: no cover - exotic libc
+    _prctl = None
+
+
+def _pdeathsig_preexec(parent_pid: int) -> Callable[[], None]:
+    """A preexec_fn asking the kernel to SIGTERM the child when we die."""
+
+    def preexec() -> None:
+        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:  # we died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+# --------------------------------------------------------------- process groups
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Pids of the group's members that are not zombies (Linux /proc scan)."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()  # state ppid pgrp ...
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            out.append(int(entry.name))
+    return out
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any non-zombie process of group ``pgid`` remains."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if sys.platform.startswith("linux"):
+        return bool(_live_members(pgid))
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_group(proc: subprocess.Popen[bytes], pgid: int, timeout: float) -> bool:
+    """Wait until the leader is reaped and no member is alive; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None and not group_alive(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port``.
+
+    Binds with SO_REUSEADDR (like uvicorn) so sockets in TIME_WAIT from the
+    server we just stopped do not count, and also tries to connect, for a
+    listener on another address of the same port.
+    """
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        infos = []
+    for family, kind, proto, _, addr in infos:
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    probe = "127.0.0.1" if host in ("", "0.0.0.0", "::", "localhost") else host
+    try:
+        with socket.create_connection((probe, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------- log handling
+
+
+def _pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
+    """Copy server output to the log line by line, masking secrets."""
+    with src:
+        for line in iter(src.readline, b""):
+            text = redact(line.decode("utf-8", "surrogateescape"))
+            dst.write(text.encode("utf-8", "surrogateescape"))
+            dst.flush()
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() < offset:  # truncated or replaced: read it all
+                offset = 0
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _redact_info(value: Any, redact: Callable[[str], str], key: str = "") -> Any:
+    """Mask secrets in /get_server_info (it echoes every server arg, api_key too)."""
+    if isinstance(value, dict):
+        return {k: _redact_info(v, redact, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_info(v, redact) for v in value]
+    if isinstance(value, str):
+        if value and any(s in key.lower() for s in _SECRET_KEYS):
+            return MASK
+        return redact(value)
+    return value
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------- the launcher
+
+
+class LocalLauncher(ServerLauncher):
+    """Owns at most one local server process group at a time."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pump_thread: threading.Thread | None = None
+        self._launch: Launch | None = None
+        self._server: Server | None = None
+        self._log_path: Path | None = None
+        self._info: dict[str, Any] = {}
+        self._secrets: set[str] = set()
+
+    def _num(self, key: str, default: float) -> float:
+        value = self.settings.get(key, default)
+        return float(default if value is None else value)
+
+    def _redact(self, text: str) -> str:
+        for s in sorted(self._secrets, key=len, reverse=True):
+            if s:
+                text = text.replace(s, MASK)
+        return text
+
+    @staticmethod
+    def _health_paths(server: Server) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([server.health_path or "/health", "/health"]))
+
+    # ---- contract
+
+    def ensure(self, launch: Launch, server: Server, trial_dir: Path) -> ServerHandle:
+        """Reuse the running server if its fingerprint matches and it is healthy, else (re)start."""
+        with self._lock:
+            self._secrets |= set(launch.secrets)
+            if (self.alive() and self._launch is not None and self._server is not None
+                    and self._launch.fingerprint == launch.fingerprint
+                    and self._server.base_url == server.base_url):
+                if check_health(server.base_url, health_paths=self._health_paths(server),
+                                api_key=server.api_key):
+                    return self._handle(reused=True, startup_s=0.0)
+                self._note("reused server failed its health check: restarting")
+            self.stop()
+            return self._start(launch, server, Path(trial_dir))
+
+    def log_mark(self) -> tuple[Path | None, int]:
+        with self._lock:
+            path = self._log_path
+        if path is None:
+            return (None, 0)
+        try:
+            return (path, path.stat().st_size)
+        except OSError:
+            return (path, 0)
+
+    def log_since(self, mark: Any) -> str:
+        path, offset = mark if mark else (None, 0)
+        if path is None:
+            return ""
+        return self._redact(_read_from(Path(path), int(offset)))
+
+    def alive(self) -> bool:
+        proc = self._proc
+        return proc is not None and proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM the group, wait ``stop_grace_s``, SIGKILL it, reap. Idempotent.
+
+        A second Ctrl-C while waiting skips the grace period but still kills
+        the group before the KeyboardInterrupt propagates.
+        """
+        with self._lock:
+            proc = self._proc
+            if proc is None:
+                return
+            pgid = proc.pid  # leader of its own session: pgid == pid
+            try:
+                _signal_group(pgid, signal.SIGTERM)
+                if not _wait_group(proc, pgid, self._num("stop_grace_s", 30.0)):
+                    _signal_group(pgid, signal.SIGKILL)
+                    _wait_group(proc, pgid, 10.0)
+            except BaseException:
+                _signal_group(pgid, signal.SIGKILL)
+                _wait_group(proc, pgid, 5.0)
+                raise
+            finally:
+                self._finish_stop(proc)
+
+    # ---- internals
+
+    def _finish_stop(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
+            pass
+        if self._pump_thread is not None:
+            self._pump_thread.join(timeout=5.0)
+            self._pump_thread = None
+        self._note(f"stopped (exit code {proc.returncode})")
+        self._proc = None
+        self._launch = None
+        self._server = None
+        self._info = {}
+
+    def _note(self, what: str) -> None:
+        """Append a marker line to the current server log."""
+        if self._log_path is None:
+            return
+        try:
+            with open(self._log_path, "ab") as f:
+                f.write(f"===== specsweep {_now()} {what} =====\n".encode())
+        except OSError:
+            pass
+
+    def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle:
+        assert self._launch is not None and self._server is not None and self._proc is not None
+        return ServerHandle(base_url=self._server.base_url, fingerprint=self._launch.fingerprint,
+                            reused=reused, startup_s=startup_s, log_path=self._log_path,
+                            pid=self._proc.pid, info=dict(self._info))
+
+    def _start(self, launch: Launch, server: Server, trial_dir: Path) -> ServerHandle:
+        if port_in_use(server.host, server.port):
+            raise LaunchFailure("port_in_use", f"{server.host}:{server.port} is already in use by a "
+                                "process this launcher did not start; " + hint("port_in_use"))
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        log_path = trial_dir / "server.log"
+        keep = bool(self.settings.get("keep_server", False))
+        preexec = _pdeathsig_preexec(os.getpid()) if _prctl is not None and not keep else None
+        env = {**os.environ, **launch.env}
+        with open(log_path, "ab") as log:
+            log.write(f"===== specsweep {_now()} start fingerprint={launch.fingerprint}: "
+                      f"{launch.shell_line(redact=True)} =====\n".encode())
+            log.flush()
+            start_offset = log.tell()
+            t0 = time.monotonic()
+            try:
+                proc = subprocess.Popen(
+                    launch.argv, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if launch.secrets else log, stderr=subprocess.STDOUT,
+                    env=env, start_new_session=True, preexec_fn=preexec, close_fds=True)
+            except OSError as exc:
+                msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
+                log.write(f"specsweep: {msg}\n".encode())
+                raise LaunchFailure("crashed", msg, msg) from None
+            if launch.secrets:
+                assert proc.stdout is not None
+                pump_log = open(log_path, "ab")  # owned by the pump thread
+                self._pump_thread = threading.Thread(
+                    target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
+                    name=f"server-log-{proc.pid}", daemon=True)
+                self._pump_thread.start()
+        self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
+        self._info = {}
+        try:
+            with self._progress(server) as on_wait:
+                wait_ready(server.base_url, health_paths=self._health_paths(server),
+                           timeout_s=self._num("ready_timeout_s", 900.0),
+                           poll_s=self._num("poll_interval_s", 0.5),
+                           poll_max_s=self._num("poll_max_s", 5.0),
+                           alive=self.alive, api_key=server.api_key, on_wait=on_wait)
+        except LaunchFailure as exc:
+            raise self._failure(exc, log_path, start_offset) from None
+        except BaseException:
+            self.stop()
+            raise
+        startup_s = time.monotonic() - t0
+        self._info = self._fetch_info(server, launch)
+        self._note(f"ready after {startup_s:.1f} s (pid {proc.pid})")
+        return self._handle(reused=False, startup_s=startup_s)
+
+    @staticmethod
+    def _run_pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
+        with dst:
+            _pump(src, dst, redact)
+
+    def _failure(self, exc: LaunchFailure, log_path: Path, offset: int) -> LaunchFailure:
+        """Stop what is left, mine this start's log section, build the user-facing failure.
+
+        A timeout keeps a more specific reason when the log has one: SGLang's
+        HTTP process can keep answering 503 after its scheduler died of OOM.
+        """
+        assert self._proc is not None
+        code = self._proc.poll()
+        self.stop()
+        text = self._redact(_read_from(log_path, offset))
+        if exc.reason == "timeout":
+            found = classify(text, exited=False)
+            reason = "timeout" if found == "unknown" else found
+            what = exc.message
+        else:
+            reason = classify(text, exited=True)
+            what = f"server exited with code {code} before it was ready"
+        n = int(self._num("log_tail_lines", 60))
+        return LaunchFailure(reason, f"{what}; {hint(reason)} (log: {log_path})", tail(text, n))
+
+    def _fetch_info(self, server: Server, launch: Launch) -> dict[str, Any]:
+        """Version and server args from /get_server_info (or /server_info); {} if neither works."""
+        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        try:
+            with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
+                for path in INFO_PATHS:
+                    try:
+                        r = client.get(server.base_url + path)
+                        data = r.json() if r.status_code == 200 else None
+                    except (httpx.HTTPError, ValueError):
+                        continue
+                    if isinstance(data, dict):
+                        return _redact_info(data, self._redact)
+        except Exception:  # info is a nicety: never fail a ready server over it
+            pass
+        return {}
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _progress(server: Server) -> Iterator[Callable[[float], None] | None]:
+        """A 'waiting for the server' spinner on an interactive stderr (loads take minutes)."""
+        if not sys.stderr.isatty():
+            yield None
+            return
+        from rich.console import Console
+
+        what = f"waiting for {server.name} at {server.base_url}"
+        with Console(stderr=True).status(what) as status:
+            yield lambda elapsed: status.update(f"{what}: {elapsed:.0f} s")
