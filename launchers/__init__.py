@@ -1,1 +1,18 @@
-"""Server lifecycle backends: local process group, SSH (systemd or process)."""
+"""Server lifecycle backends: local process group, SSH (systemd or process).
+
+``get_launcher(cfg)`` returns the process-wide launcher for a config (jobs of
+one multirun share it and reuse its server); ``stop_all()`` stops every
+server this process started (also run at exit and on SIGTERM/SIGHUP, see
+:mod:`launchers.registry`). Importing this package stays cheap: backends are
+imported when first used.
+"""
+
+from __future__ import annotations
+
+from launchers.base import REASONS, LaunchFailure, ServerHandle, ServerLauncher
+from launchers.registry import get_launcher, install_signal_handlers, stop_all
+
+__all__ = [
+    "REASONS", "LaunchFailure", "ServerHandle", "ServerLauncher",
+    "get_launcher", "install_signal_handlers", "stop_all",
+]

@@ -1,0 +1,119 @@
+"""One launcher per name per process, and the guarantee that none outlives us.
+
+The jobs of a Hydra multirun run one after another in the same process, so
+a process-wide launcher lets job N+1 reuse the server job N left ready
+(matching fingerprint), and the multirun's end -- or this process's exit --
+stops it. Termination paths, and what covers each:
+
+* normal end, exception, ``sys.exit``: :func:`stop_all` via ``atexit``;
+* Ctrl-C (SIGINT): Python raises KeyboardInterrupt; the trial's ``finally``
+  and then atexit stop the server;
+* SIGTERM / SIGHUP (``kill``, closed terminal, a batch system's timeout):
+  by default they end Python *without* atexit. We install a handler that
+  raises KeyboardInterrupt in the main thread instead, so they follow the
+  exact path of Ctrl-C (result written as ``interrupted``, server stopped).
+  It is installed once, from the main thread, only over the default
+  disposition (an application's own handler is left alone);
+* SIGKILL: nothing in-process can run; the server's PR_SET_PDEATHSIG
+  (launchers.local) makes the kernel SIGTERM it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from launchers.base import ServerLauncher
+    from sweep.config import Launcher as LauncherConfig
+
+_lock = threading.RLock()
+_launchers: dict[str, "ServerLauncher"] = {}
+_signals_installed = False
+
+# Settings that name *which* machine a launcher drives; a change means a new
+# launcher (the old one's server is stopped). Other settings (timeouts) are
+# simply updated on the existing instance, which keeps its server.
+IDENTITY_KEYS = ("host", "port", "user", "gateway", "mode", "unit", "workdir", "key_filename")
+
+
+def _identity(cfg: Any) -> tuple[Any, ...]:
+    return tuple(cfg.get(k) for k in IDENTITY_KEYS)
+
+
+def _create(cfg: "LauncherConfig") -> "ServerLauncher":
+    if cfg.name == "local":
+        from launchers.local import LocalLauncher
+
+        return LocalLauncher(cfg)
+    if cfg.name == "ssh":
+        from launchers.ssh import SSHLauncher  # written separately; imported lazily (Fabric)
+
+        return SSHLauncher(cfg)
+    raise ValueError(f"launcher.name: unknown launcher {cfg.name!r} (allowed: local, ssh)")
+
+
+def get_launcher(cfg: "LauncherConfig") -> "ServerLauncher":
+    """The process-wide launcher for ``cfg.name`` (created on first use)."""
+    install_signal_handlers()
+    with _lock:
+        current = _launchers.get(cfg.name)
+        if current is not None and _identity(current.settings) != _identity(cfg):
+            current.stop()
+            current = None
+        if current is None:
+            current = _create(cfg)
+            _launchers[cfg.name] = current
+        else:
+            current.settings = cfg
+        return current
+
+
+def stop_all(*, force: bool = False) -> None:
+    """Stop every server this process started.
+
+    Launchers with ``keep_server: true`` are skipped unless ``force``. Every
+    launcher is tried even if one fails; the first error is re-raised.
+    """
+    with _lock:
+        launchers = list(_launchers.values())
+    error: BaseException | None = None
+    for launcher in launchers:
+        if not force and launcher.settings.get("keep_server", False):
+            continue
+        try:
+            launcher.stop()
+        except BaseException as exc:  # noqa: BLE001 - keep stopping the others
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def _atexit_stop_all() -> None:
+    try:
+        stop_all()
+    except BaseException:  # noqa: BLE001 - exit must not turn into a traceback storm
+        pass
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+
+def install_signal_handlers() -> None:
+    """Make SIGTERM/SIGHUP behave like Ctrl-C (once, main thread, default handlers only)."""
+    global _signals_installed
+    with _lock:
+        if _signals_installed or threading.current_thread() is not threading.main_thread():
+            return
+        _signals_installed = True
+        for name in ("SIGTERM", "SIGHUP"):
+            sig = getattr(signal, name, None)
+            if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _raise_interrupt)
+
+
+atexit.register(_atexit_stop_all)
