@@ -338,6 +338,9 @@ class LocalLauncher(ServerLauncher):
                 msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
                 log.write(f"specsweep: {msg}\n".encode())
                 raise LaunchFailure("crashed", msg, msg) from None
+            # Owned from this line on: stop()/stop_all() can find it whatever happens next.
+            self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
+            self._info = {}
             if launch.secrets:
                 assert proc.stdout is not None
                 pump_log = open(log_path, "ab")  # owned by the pump thread
@@ -345,8 +348,6 @@ class LocalLauncher(ServerLauncher):
                     target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
                     name=f"server-log-{proc.pid}", daemon=True)
                 self._pump_thread.start()
-        self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
-        self._info = {}
         try:
             with self._progress(server) as on_wait:
                 wait_ready(server.base_url, health_paths=self._health_paths(server),
