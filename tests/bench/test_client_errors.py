@@ -1,0 +1,120 @@
+"""The client against a purpose-built misbehaving server (a test double over
+real loopback HTTP): every failure is a counted error kind, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from sweep.bench.client import build_payload, make_client, stream_chat
+from sweep.bench.matrix import run_matrix
+from sweep.config import Workload
+
+from .misbehaving import CHUNKS, TOKENS_PER_CHUNK, MisbehavingServer, free_port
+
+
+@pytest.fixture(scope="module")
+def double():
+    with MisbehavingServer() as srv:
+        yield srv
+
+
+def one(url: str, behaviour: str, timeout_s: float = 5.0):
+    async def go():
+        async with make_client(url, concurrency=1, timeout_s=timeout_s) as client:
+            payload = build_payload(behaviour, "hi", max_tokens=16, ignore_eos=True)
+            return await stream_chat(client, payload, timeout_s=timeout_s)
+    return asyncio.run(go())
+
+
+def test_good_stream_counts_tokens_from_usage_not_chunks(double):
+    rec = one(double.url, "ok")
+    assert rec.ok and rec.error is None
+    assert rec.chunks == CHUNKS
+    assert rec.completion_tokens == CHUNKS * TOKENS_PER_CHUNK  # usage, not the chunk count
+    assert rec.prompt_tokens == 17
+    assert rec.spec_verify_ct == CHUNKS and rec.accept_len == pytest.approx(TOKENS_PER_CHUNK)
+    assert rec.ttft_s is not None and rec.e2e_s >= rec.ttft_s
+    assert len(rec.itl_s) <= CHUNKS - 1
+    assert rec.tpot_s == pytest.approx((rec.e2e_s - rec.ttft_s) / (rec.completion_tokens - 1))
+    assert rec.text.startswith("tok0 ")
+
+
+@pytest.mark.parametrize("behaviour, kind", [
+    ("malformed_sse", "bad_sse"),
+    ("non_json", "bad_json"),
+    ("http_400", "http_400"),
+    ("http_500", "http_500"),
+    ("disconnect", "disconnect"),
+    ("error_event", "server_error"),
+    ("no_usage", "no_usage"),
+])
+def test_bad_input_becomes_an_error_kind(double, behaviour, kind):
+    rec = one(double.url, behaviour)
+    assert not rec.ok
+    assert rec.error == kind, rec.detail
+    assert rec.e2e_s is not None
+
+
+def test_http_error_detail_comes_from_the_body(double):
+    rec = one(double.url, "http_400")
+    assert "max_tokens too large" in (rec.detail or "")
+
+
+def test_stall_becomes_timeout(double):
+    rec = one(double.url, "stall", timeout_s=0.5)
+    assert rec.error == "timeout"
+
+
+def test_unreachable_endpoint_is_connect_error():
+    rec = one(f"http://127.0.0.1:{free_port()}", "ok")
+    assert rec.error == "connect"
+
+
+def test_api_key_is_sent_but_never_recorded(double):
+    secret = "sk-never-log-me-123"
+
+    async def go():
+        async with make_client(double.url, api_key=secret) as client:
+            assert client.headers["authorization"] == f"Bearer {secret}"
+            return await stream_chat(client, build_payload("http_400", "hi", max_tokens=4))
+    rec = asyncio.run(go())
+    assert secret not in repr(dataclasses.asdict(rec))
+
+
+def workload(**kw) -> Workload:
+    base = dict(name="t", contexts=(32,), concurrency=(4,), max_tokens=16, requests_per_cell=None,
+                min_requests=2, warmup_requests=1, request_rate=None, temperature=0.0,
+                ignore_eos=True, flush_cache=True, request_timeout_s=5.0, coding="off",
+                coding_max_tokens=64, humaneval_limit=1, sandbox_timeout_s=5.0, sandbox_memory_mb=256)
+    base.update(kw)
+    return Workload(**base)
+
+
+def test_matrix_counts_failures_and_excludes_them_from_throughput(double):
+    mixed = "mixed:ok,http_500,ok,disconnect"
+    cells = run_matrix(double.url, workload(), mixed, progress=False)
+    (cell,) = cells
+    d = cell.to_dict()
+    assert d["requests"] == 8 and d["errors"] == 4
+    assert d["error_kinds"] == {"disconnect": 2, "http_500": 2}
+    assert d["completion_tokens"] == 4 * CHUNKS * TOKENS_PER_CHUNK
+    assert d["accept_len"] == pytest.approx(TOKENS_PER_CHUNK)
+    assert d["output_tok_s"] == pytest.approx(d["completion_tokens"] / d["duration_s"], rel=0.01)
+    assert cell.flushed == "unsupported"  # /flush_cache is a 404 here: skipped silently
+
+
+def test_matrix_on_unreachable_server_is_all_errors_no_exception():
+    cells = run_matrix(f"http://127.0.0.1:{free_port()}", workload(warmup_requests=0), "ok",
+                       progress=False)
+    assert cells[0].errors == cells[0].requests == 8
+    assert cells[0].error_kinds == {"connect": 8}
+    assert cells[0].output_tok_s == 0.0
+
+
+def test_poisson_arrivals(double):
+    cells = run_matrix(double.url, workload(request_rate=200.0, warmup_requests=0), "ok",
+                       progress=False)
+    assert cells[0].errors == 0 and cells[0].requests == 8
