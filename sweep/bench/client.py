@@ -162,10 +162,10 @@ def _meta_of(event: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(meta, dict):
             return meta
     ext = event.get("sglext")
-    if isinstance(ext, dict):
-        meta = ext.get("meta_info", ext)
-        if isinstance(meta, dict) and ("spec_verify_ct" in meta or "completion_tokens" in meta):
-            return meta
+    if isinstance(ext, dict):  # newer SGLang: sglext.meta_info / sglext.spec_tokens_details
+        for meta in (ext.get("meta_info"), ext.get("spec_tokens_details"), ext):
+            if isinstance(meta, dict) and ("spec_verify_ct" in meta or "completion_tokens" in meta):
+                return meta
     return None
 
 
@@ -211,8 +211,8 @@ class _Stream:
         if isinstance(usage, dict):
             self.usage = usage
         meta = _meta_of(ev)
-        if meta is not None:
-            self.meta = meta
+        if meta is not None:  # merged: later events may carry only part of the counters
+            self.meta = {**self.meta, **meta} if self.meta else meta
         choices = ev.get("choices")
         if choices:
             ch = choices[0]
