@@ -1,0 +1,94 @@
+"""Fixtures: a real MLflow sqlite store and a real ``mlflow server`` over HTTP.
+
+The server is started once per session (its first start migrates a fresh
+sqlite database, ~15 s), on a free loopback port, in its own process group,
+and that group is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+# MLflow's usage telemetry would try the network; tests stay on loopback.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees the first warning of its own 'process'."""
+    import sweep.tracking as tracking
+
+    monkeypatch.setattr(tracking, "_warned", False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a live ``mlflow server`` (sqlite backend, proxied artifacts)."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    log = open(root / "server.log", "wb")
+    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow_bin) if mlflow_bin.exists() else "mlflow", "server",
+           "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+           "--artifacts-destination", str(root / "artifacts"),
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited ({proc.returncode}): "
+                                   f"{(root / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server not healthy after 120 s: "
+                                   f"{(root / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One migrated sqlite store for the session (tests use their own experiments)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow-sqlite') / 'mlflow.db'}"
+
+
+@pytest.fixture
+def closed_port_uri() -> str:
+    """An http URI nobody listens on: the tracking server is down."""
+    return f"http://127.0.0.1:{free_port()}"
