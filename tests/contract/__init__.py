@@ -1,0 +1,1 @@
+"""Contract tests: what the project renders vs. SGLang's own parser and models."""
