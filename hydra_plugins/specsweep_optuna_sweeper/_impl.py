@@ -1,0 +1,243 @@
+"""Hydra glue: settings from ``hydra.sweeper``, the study, each job through Hydra's launcher.
+
+Every trial is one Hydra job launched with ``initial_job_idx = trial number``,
+so ``<sweep_dir>/<trial number>/`` is that trial's output dir on every rerun
+(a resumed study never overwrites an earlier job's dir). Each job gets
+``++optuna.trial_number=N`` and ``++optuna.study_name=NAME`` (keys
+configurable) so the app can tag its MLflow run; the app's returned
+``mlflow_run_id`` is stored in the trial's user attrs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import optuna
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.errors import HydraException
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from . import _report, _result, _sampler, _space, _storage
+from ._loop import Interrupted, SearchLoop
+from .config import DETERMINISTIC_FAILURES
+
+log = logging.getLogger(__name__)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+@dataclass
+class Settings:
+    """``hydra.sweeper.*`` as plain, checked Python values."""
+
+    sampler: dict[str, Any]
+    directions: list[str]
+    metrics: list[str] | None
+    n_trials: int
+    n_jobs: int
+    seed: int | None
+    study_name: str | None
+    storage: str | None
+    params: dict[str, Any]
+    enqueue: list[dict[str, Any]]
+    deterministic: list[str]
+    reuse_completed: bool
+    requeue_interrupted: bool
+    trial_number_key: str
+    study_name_key: str | None
+    heartbeat_interval: float
+    stale_after: float
+    plots: dict[str, Any]
+
+    @classmethod
+    def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
+        g = {k: _plain(v) for k, v in kw.items()}
+        direction = g.get("direction") or "maximize"
+        directions = [str(d).lower() for d in (direction if isinstance(direction, list)
+                                                 else [direction])]
+        for d in directions:
+            if d not in ("maximize", "minimize"):
+                raise ValueError(f"hydra.sweeper.direction: {d!r}; allowed: maximize, minimize "
+                                 "(a list for several objectives)")
+        metrics = g.get("metrics")
+        if metrics is not None and len(metrics) != len(directions):
+            if len(directions) == 1:
+                directions = directions * len(metrics)
+            else:
+                raise ValueError(f"hydra.sweeper.metrics has {len(metrics)} entries but "
+                                 f"direction has {len(directions)}: give one direction per metric")
+        if metrics is None and len(directions) > 1:
+            raise ValueError("hydra.sweeper.metrics: a multi-objective study needs one metric "
+                             "per direction (keys of the job's return['values'])")
+        n_jobs = int(g.get("n_jobs") or 1)
+        if n_jobs != 1:
+            raise ValueError("hydra.sweeper.n_jobs: only 1 is supported (one server per box; "
+                             "trials restart it)")
+        return cls(
+            sampler=dict(g.get("sampler") or {"name": "tpe"}), directions=directions,
+            metrics=[str(m) for m in metrics] if metrics else None,
+            n_trials=int(g.get("n_trials", 20)), n_jobs=n_jobs, seed=g.get("seed"),
+            study_name=g.get("study_name"), storage=g.get("storage"),
+            params=dict(g.get("params") or {}),
+            enqueue=[_flatten(e) for e in (g.get("enqueue") or [])],
+            deterministic=list(g.get("deterministic_failures") or DETERMINISTIC_FAILURES),
+            reuse_completed=bool(g.get("reuse_completed", True)),
+            requeue_interrupted=bool(g.get("requeue_interrupted", True)),
+            trial_number_key=str(g.get("trial_number_key") or "optuna.trial_number"),
+            study_name_key=g.get("study_name_key"),
+            heartbeat_interval=float(g.get("heartbeat_interval") or 30.0),
+            stale_after=float(g.get("stale_after") or 600.0),
+            plots=dict(g.get("plots") or {}),
+        )
+
+
+def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
+               study_name: str) -> tuple[optuna.Study, str]:
+    """Create or load the study, fail stale trials, install the (resume-offset) sampler."""
+    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
+    study = optuna.create_study(study_name=study_name, storage=storage,
+                                directions=settings.directions, load_if_exists=True,
+                                sampler=optuna.samplers.RandomSampler(seed=settings.seed))
+    wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
+    if study.directions != wanted:
+        raise ValueError(f"study {study_name!r} in {shown} has directions "
+                         f"{[d.name.lower() for d in study.directions]}, not {settings.directions}: "
+                         "choose another hydra.sweeper.study_name or storage")
+    _storage.fail_stale_trials(study, settings.stale_after)
+    existing = len(study.get_trials(deepcopy=False))
+    # A resumed study must not replay the first run's random draws (each would be a repeat).
+    base = settings.sampler.get("seed")
+    base = settings.seed if base is None else base
+    seed = None if base is None else int(base) + existing
+    study.sampler = _sampler.build(settings.sampler, seed=seed,
+                                   n_objectives=len(settings.directions), space=space,
+                                   deterministic=settings.deterministic)
+    if settings.metrics:
+        study.set_metric_names(settings.metrics)
+    return study, shown
+
+
+class OptunaSweeperImpl:
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = Settings.from_kwargs(settings)
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Any = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction,
+              config: DictConfig) -> None:
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            config=config, hydra_context=hydra_context, task_function=task_function)
+
+    # -- one job ----------------------------------------------------------------------------
+    def _execute(self, number: int, overrides: list[str]) -> _result.Outcome:
+        try:
+            returns = self.launcher.launch([overrides], initial_job_idx=number)
+        except (HydraException, OmegaConfBaseException) as exc:
+            log.error("trial %d: the job's config does not compose: %s", number, exc)
+            return _result.failed("compose_error", str(exc))
+        except Exception as exc:
+            log.exception("trial %d: launching the job failed", number)
+            return _result.from_exception(exc)
+        ret = returns[0]
+        if ret.status == JobStatus.COMPLETED:
+            outcome = _result.from_return(ret.return_value, self.settings.metrics,
+                                          len(self.settings.directions))
+        else:
+            exc = ret._return_value
+            log.error("trial %d: the job raised %s: %s", number, type(exc).__name__, exc,
+                      exc_info=exc if isinstance(exc, BaseException) else None)
+            outcome = _result.from_exception(exc)
+        if ret.working_dir:
+            outcome.user_attrs.setdefault("job_dir", str(ret.working_dir))
+        return outcome
+
+    def _extra(self, number: int, study_name: str) -> list[str]:
+        s = self.settings
+        out = [f"++{s.trial_number_key}={number}"]
+        if s.study_name_key:
+            quoted = study_name.replace("\\", "\\\\").replace("'", "\\'")
+            out.append(f"++{s.study_name_key}='{quoted}'")
+        return out
+
+    def _check_composes(self, space: _space.SearchSpace) -> None:
+        """Compose one job up front: a typo in a param key fails now, not after a restart."""
+        assert self.config is not None and self.hydra_context is not None
+        first = {}
+        for name, dist in space.distributions.items():
+            values = _space.discrete_values(dist)
+            first[name] = values[0] if values else getattr(dist, "low", None)
+        lines = space.overrides(first) + self._extra(0, "check")
+        try:
+            self.hydra_context.config_loader.load_sweep_config(
+                master_config=self.config, sweep_overrides=lines)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ValueError(f"hydra.sweeper.params: a job with {' '.join(lines)} does not "
+                             f"compose: {str(exc).splitlines()[0]}") from None
+
+    # -- the sweep --------------------------------------------------------------------------
+    def sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None
+        s = self.settings
+        space = _space.parse(s.params, arguments)
+        if not space.distributions:
+            raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
+                             "such as spec.budget=choice(4,8,16)")
+        self._check_composes(space)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        name = s.study_name or str(self.config.hydra.job.name)
+        study, shown = open_study(s, space, sweep_dir, name)
+        log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s",
+                 name, shown, s.sampler.get("name"), s.directions, s.n_trials,
+                 ", ".join(f"{k} {_space.describe(d)}" for k, d in space.distributions.items()))
+        loop = SearchLoop(study, space, self._execute, n_trials=s.n_trials,
+                          deterministic=s.deterministic, reuse_completed=s.reuse_completed,
+                          requeue_interrupted=s.requeue_interrupted,
+                          extra_overrides=lambda n: self._extra(n, name),
+                          heartbeat_interval=s.heartbeat_interval)
+        loop.requeue()
+        loop.enqueue(s.enqueue)
+        interrupted: Interrupted | None = None
+        try:
+            loop.run()
+        except Interrupted as exc:
+            interrupted = exc
+        best = _report.report(
+            study, space, sweep_dir, storage_shown=shown,
+            metric_names=s.metrics or ["objective"],
+            groups=dict(self.config.hydra.runtime.choices or {}),
+            config_name=str(self.config.hydra.job.config_name or "config"),
+            contour=s.plots.get("contour"), make_plots=bool(s.plots.get("enabled", True)),
+            executed=loop.executed)
+        resume = "the same command"
+        if s.storage is None:
+            resume += f" hydra.sweep.dir={sweep_dir}"
+        if interrupted is not None:
+            print(f"interrupted: resume with {resume} (n_trials counts the whole study)")
+            raise SystemExit(130)
+        print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
+        return best

@@ -1,0 +1,251 @@
+"""The outcome of a study: best feasible config, its server command, best.yaml, Pareto front, plots.
+
+``best.yaml`` is a *primary config* that extends the app's own primary config
+(``defaults: [<config_name>, override <group>: <option>..., _self_]``) with the
+winning values, so ``<app> --config-dir <sweep_dir> --config-name best`` runs
+exactly the best trial's config again and still accepts further overrides.
+The same config is also printed as a plain override command line.
+
+Only feasible trials are ever reported: Optuna 5's ``best_trial`` /
+``best_trials`` skip trials whose constraints are > 0 when the study is
+constrained, and FAIL trials have no value at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import optuna
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from ._space import SearchSpace, format_value
+
+log = logging.getLogger(__name__)
+
+
+def app_command() -> str:
+    """How the user started this app (``python -m sweep`` or ``python path/app.py``)."""
+    argv0 = sys.argv[0] if sys.argv else "app.py"
+    if argv0.endswith("__main__.py"):
+        return f"python -m {Path(argv0).parent.name}"
+    return f"python {argv0}"
+
+
+def _original(study: optuna.Study, t: FrozenTrial) -> FrozenTrial:
+    dup = t.user_attrs.get("duplicate_of")
+    if isinstance(dup, int):
+        for other in study.get_trials(deepcopy=False):
+            if other.number == dup:
+                return other
+    return t
+
+
+def select(study: optuna.Study) -> tuple[FrozenTrial | None, list[FrozenTrial]]:
+    """(best feasible trial, feasible Pareto front); for one objective the front is [best]."""
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        return None, []
+    if len(study.directions) == 1:
+        try:
+            best = _original(study, study.best_trial)
+        except ValueError:  # no feasible trial
+            return None, []
+        return best, [best]
+    front, seen = [], set()
+    for t in study.best_trials:
+        o = _original(study, t)
+        if o.number not in seen:
+            seen.add(o.number)
+            front.append(o)
+    if not front:
+        return None, []
+    sign = 1.0 if study.directions[0] == StudyDirection.MAXIMIZE else -1.0
+    best = max(front, key=lambda t: sign * t.values[0])
+    front.sort(key=lambda t: -sign * t.values[0])
+    return best, front
+
+
+def server_command(t: FrozenTrial) -> str | None:
+    """The exact launch command recorded in the trial's result.json."""
+    path = t.user_attrs.get("result_path")
+    if not path:
+        return None
+    try:
+        return json.loads(Path(path).read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def overrides_of(t: FrozenTrial, space: SearchSpace) -> list[str]:
+    return space.overrides(t.params)
+
+
+def best_yaml(t: FrozenTrial, space: SearchSpace, groups: Mapping[str, Any], config_name: str,
+              header: Sequence[str]) -> str:
+    """best.yaml text: the app's primary config + group choices + winning values."""
+    defaults: list[str] = [config_name]
+    values = OmegaConf.create({})
+    for o in OverridesParser.create().parse_overrides(overrides_of(t, space)):
+        if o.is_delete():
+            continue
+        key = o.key_or_group
+        if key in groups and not o.is_sweep_override():
+            pkg = f"@{o.package}" if o.package else ""
+            defaults.append(("" if o.is_add() else "override ") + f"{key}{pkg}: {o.value()}")
+        else:
+            OmegaConf.update(values, key, o.value(), force_add=True)
+    defaults.append("_self_")
+    lines = [f"# {h}" for h in header]
+    lines.append("defaults:")
+    lines.extend(f"  - {d}" for d in defaults)
+    body = OmegaConf.to_yaml(values)
+    if body.strip() not in ("", "{}"):
+        lines.append(body.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _save(ax: Any, path: Path) -> None:
+    import numpy as np
+
+    fig = np.ravel(ax)[0].figure if isinstance(ax, np.ndarray) else ax.figure
+    fig.set_size_inches(max(fig.get_figwidth(), 8), max(fig.get_figheight(), 6))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def plots(study: optuna.Study, out: Path, contour: Sequence[str] | None,
+          metric_names: Sequence[str]) -> list[Path]:
+    """History, importance, contour (and Pareto front) as PNG; HTML too if plotly is present.
+
+    Each plot may fail (too few complete trials, a constant param, ...): that is
+    logged and the others are still written.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from optuna.visualization import matplotlib as ovm
+
+    out.mkdir(parents=True, exist_ok=True)
+    multi = len(study.directions) > 1
+    names = list(metric_names) or [f"objective {i}" for i in range(len(study.directions))]
+    params = list(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))[0].params) \
+        if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) else []
+    pair = list(contour or params[:2])
+    jobs: list[tuple[str, str, dict[str, Any]]] = []
+    for i, name in enumerate(names if multi else names[:1]):
+        kw: dict[str, Any] = {"target": (lambda t, i=i: t.values[i]), "target_name": name} \
+            if multi else {"target_name": name}
+        suffix = f"_{i}" if multi else ""
+        jobs.append((f"history{suffix}", "plot_optimization_history", kw))
+        jobs.append((f"importance{suffix}", "plot_param_importances", kw))
+        if len(pair) == 2 and all(p in params for p in pair):
+            jobs.append((f"contour{suffix}", "plot_contour", {**kw, "params": pair}))
+    if multi:
+        jobs.append(("pareto", "plot_pareto_front", {"target_names": names}))
+    written: list[Path] = []
+    try:
+        import plotly  # noqa: F401
+        from optuna import visualization as ovp
+    except ImportError:
+        ovp = None
+    for stem, fn, kw in jobs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                path = out / f"{stem}.png"
+                _save(getattr(ovm, fn)(study, **kw), path)
+                written.append(path)
+            except Exception as exc:
+                log.info("plot %s skipped: %s", stem, exc)
+            if ovp is not None:
+                try:
+                    path = out / f"{stem}.html"
+                    getattr(ovp, fn)(study, **kw).write_html(str(path))
+                    written.append(path)
+                except Exception as exc:
+                    log.info("plot %s.html skipped: %s", stem, exc)
+    return written
+
+
+def _values_line(t: FrozenTrial, names: Sequence[str]) -> str:
+    return ", ".join(f"{n}={v:.6g}" for n, v in zip(names, t.values or []))
+
+
+def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_shown: str,
+           metric_names: Sequence[str], groups: Mapping[str, Any], config_name: str,
+           contour: Sequence[str] | None, make_plots: bool, executed: int) -> FrozenTrial | None:
+    """Print the outcome and write best.yaml, pareto.yaml, optimization_results.yaml, plots/."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    trials = study.get_trials(deepcopy=False)
+    by_state: dict[str, int] = {}
+    for t in trials:
+        key = t.state.name if t.state != TrialState.FAIL else \
+            f"FAIL:{t.user_attrs.get('failure_reason') or 'unknown'}"
+        by_state[key] = by_state.get(key, 0) + 1
+    repeats = sum(1 for t in trials if "duplicate_of" in t.user_attrs)
+    print(f"\nstudy {study.study_name!r}: {len(trials)} trials "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(by_state.items()))}); "
+          f"{executed} job(s) run now, {repeats} repeat(s) answered without a restart")
+    cmd = app_command()
+    best, front = select(study)
+    results: dict[str, Any] = {"name": "optuna", "study_name": study.study_name,
+                               "storage": storage_shown}
+    if best is None:
+        print("no feasible trial yet: nothing is reported as best")
+    else:
+        header = [f"Best feasible trial {best.number} of Optuna study '{study.study_name}': "
+                  f"{_values_line(best, metric_names)}",
+                  f"storage: {storage_shown}",
+                  f"run it: {cmd} --config-dir {sweep_dir} --config-name best"]
+        command = server_command(best)
+        if command:
+            header.append("server command: " + command.replace("\n", " "))
+        best_path = sweep_dir / "best.yaml"
+        best_path.write_text(best_yaml(best, space, groups, config_name, header))
+        print(f"best feasible: trial {best.number}: {_values_line(best, metric_names)}")
+        print("  params: " + " ".join(f"{k}={format_value(v)}" for k, v in best.params.items()))
+        vals = best.user_attrs.get("values")
+        if isinstance(vals, Mapping) and vals.get("speedup_vs_baseline") is not None:
+            print(f"  speedup vs the autoregressive baseline: {vals['speedup_vs_baseline']}")
+        if best.user_attrs.get("mlflow_run_id"):
+            print(f"  mlflow run: {best.user_attrs['mlflow_run_id']}")
+        if command:
+            print(f"  server command: {command}")
+        print(f"  written: {best_path}")
+        print(f"  rerun:   {cmd} --config-dir {sweep_dir} --config-name best")
+        print(f"     or:   {cmd} " + " ".join(overrides_of(best, space)))
+        results.update(best_params=dict(best.params), best_trial=best.number,
+                       best_values=dict(zip(metric_names, best.values or [])))
+        if len(study.directions) == 1 and best.values:
+            results["best_value"] = best.values[0]
+    if len(study.directions) > 1:
+        print(f"Pareto front (feasible, {len(front)} trials):")
+        for t in front:
+            print(f"  trial {t.number:4d}: {_values_line(t, metric_names)}   "
+                  + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
+        results["solutions"] = [{"trial": t.number, "params": dict(t.params),
+                                 "values": dict(zip(metric_names, t.values or []))} for t in front]
+        OmegaConf.save(OmegaConf.create({"pareto": results["solutions"]}), sweep_dir / "pareto.yaml")
+    OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
+    if make_plots:
+        try:
+            written = plots(study, sweep_dir / "plots", contour, metric_names)
+            if written:
+                print(f"plots: {', '.join(p.name for p in written)} in {sweep_dir / 'plots'}")
+        except Exception as exc:  # plotting must never fail a finished study
+            log.warning("plots skipped: %s", exc)
+    dash = storage_shown if "://" in storage_shown else os.path.abspath(storage_shown)
+    print(f"dashboard: optuna-dashboard {dash}")
+    return best

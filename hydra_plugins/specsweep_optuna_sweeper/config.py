@@ -1,0 +1,132 @@
+"""Structured config of the ``hydra/sweeper=optuna`` plugin (registered in Hydra's ConfigStore).
+
+Hydra instantiates the sweeper from ``hydra.sweeper``; these dataclasses give
+every key a type and a default so a typo on the command line is a Hydra error
+before any server starts. Importing this module must stay cheap: Hydra imports
+it during plugin discovery (``--help``, ``--info``), so Optuna is not imported here.
+
+Layout (``hydra.sweeper.*``)::
+
+    sampler:          group hydra/sweeper/sampler: tpe (default) | gp | random | grid | nsgaii
+    direction:        maximize | minimize | [maximize, maximize, ...] (one per objective)
+    metrics:          null -> the job's return["objective"]; [m1, m2] -> return["values"][m]
+    n_trials:         trials in the WHOLE study (a rerun resumes up to this total)
+    n_jobs:           1 (one server per box; others are refused)
+    seed:             sampler seed (offset by the number of existing trials on resume)
+    study_name:       null -> the Hydra job name
+    storage:          null -> sqlite:///<sweep_dir>/optuna.db; any Optuna RDB URL;
+                      journal:<path> (or a path ending in .log/.journal) for Optuna's journal file
+    params:           the search space, Hydra override syntax (choice, range, interval, tag(log, ...))
+    enqueue:          configs tried first (dicts param -> value)
+    deterministic_failures: failure reasons that are never run again
+    reuse_completed:  a repeated suggestion of a completed config reuses its result
+    requeue_interrupted: an interrupted/stale trial's config is queued again
+    trial_number_key / study_name_key: overrides passed to each job (``++key=value``)
+    heartbeat_interval / stale_after: seconds; RUNNING trials of dead processes become FAIL
+    plots:            enabled, contour: [param_x, param_y]
+
+No ``from __future__ import annotations`` here, on purpose: Hydra's plugin
+scanner executes this module before registering it in ``sys.modules``, and
+both ``dataclasses`` and OmegaConf resolve string annotations through
+``sys.modules`` -- postponed annotations crash the scan.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+# The reasons a config fails every time it is run: never worth a second server start.
+DETERMINISTIC_FAILURES = [
+    "cuda_graph", "oom", "bad_flag", "missing_module", "python_headers",
+    "config_error", "compose_error",
+]
+
+
+@dataclass
+class SamplerConf:
+    """One Optuna sampler; ``options`` are passed to its constructor unchanged."""
+
+    name: str = MISSING
+    # null: use hydra.sweeper.seed
+    seed: Optional[int] = None
+    # Random trials before the model is used (tpe, gp); enqueued seeds count as such trials.
+    n_startup_trials: Optional[int] = None
+    options: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TPESamplerConf(SamplerConf):
+    name: str = "tpe"
+    n_startup_trials: Optional[int] = 6
+    # Joint model of budget x topk x window: they interact (topk <= budget, tree width).
+    options: Dict[str, Any] = field(default_factory=lambda: {"multivariate": True})
+
+
+@dataclass
+class GPSamplerConf(SamplerConf):
+    name: str = "gp"
+    n_startup_trials: Optional[int] = 6
+
+
+@dataclass
+class RandomSamplerConf(SamplerConf):
+    name: str = "random"
+
+
+@dataclass
+class GridSamplerConf(SamplerConf):
+    name: str = "grid"
+
+
+@dataclass
+class NSGAIISamplerConf(SamplerConf):
+    name: str = "nsgaii"
+    # Optuna's default (50) is more trials than a server-restart budget allows.
+    options: Dict[str, Any] = field(default_factory=lambda: {"population_size": 8})
+
+
+@dataclass
+class PlotsConf:
+    enabled: bool = True
+    # Two param names for the contour plot; null -> the first two params of the space.
+    contour: Optional[List[str]] = None
+
+
+@dataclass
+class SpecsweepOptunaSweeperConf:
+    _target_: str = "hydra_plugins.specsweep_optuna_sweeper.optuna_sweeper.SpecsweepOptunaSweeper"
+    # _self_ first: the app's search space (group hydra/sweeper/space, option "default",
+    # e.g. conf/hydra/sweeper/space/default.yaml with "# @package hydra.sweeper") and the
+    # command line override these dataclass defaults. "optional": apps without one still work.
+    defaults: List[Any] = field(default_factory=lambda: [
+        "_self_", {"sampler": "tpe"}, {"optional space": "default"}])
+
+    sampler: SamplerConf = MISSING
+    direction: Any = "maximize"
+    metrics: Optional[List[str]] = None
+    n_trials: int = 20
+    n_jobs: int = 1
+    seed: Optional[int] = 0
+    study_name: Optional[str] = None
+    storage: Optional[str] = None
+    params: Optional[Dict[str, Any]] = None
+    enqueue: List[Dict[str, Any]] = field(default_factory=list)
+    deterministic_failures: List[str] = field(default_factory=lambda: list(DETERMINISTIC_FAILURES))
+    reuse_completed: bool = True
+    requeue_interrupted: bool = True
+    trial_number_key: str = "optuna.trial_number"
+    study_name_key: Optional[str] = "optuna.study_name"
+    heartbeat_interval: float = 30.0
+    stale_after: float = 600.0
+    plots: PlotsConf = field(default_factory=PlotsConf)
+
+
+_cs = ConfigStore.instance()
+_cs.store(group="hydra/sweeper", name="optuna", node=SpecsweepOptunaSweeperConf,
+          provider="specsweep_optuna_sweeper")
+for _name, _node in (("tpe", TPESamplerConf), ("gp", GPSamplerConf), ("random", RandomSamplerConf),
+                     ("grid", GridSamplerConf), ("nsgaii", NSGAIISamplerConf)):
+    _cs.store(group="hydra/sweeper/sampler", name=_name, node=_node,
+              provider="specsweep_optuna_sweeper")
