@@ -32,8 +32,9 @@ def print_trial(doc: Mapping[str, Any]) -> None:
     cells = doc.get("cells") or []
     if cells:
         table = Table(title="throughput matrix", show_lines=False)
-        for col in ("context", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT p50 ms",
-                    "ITL p50 ms", "TPOT p50 ms", "accept"):
+        table.caption = "latencies: p50 in ms; accept: tokens per verify step"
+        for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
+                    "ITL", "TPOT", "accept"):
             table.add_column(col, justify="right")
         for c in cells:
             table.add_row(str(c["context"]), str(c["concurrency"]), str(c.get("requests")),
@@ -46,7 +47,7 @@ def print_trial(doc: Mapping[str, Any]) -> None:
     if coding:
         names = ", ".join(f"{p['name']}{'' if p.get('passed') else ' (FAIL)'}" for p in coding.get("problems", []))
         console.print(f"coding: {coding.get('passed')}/{coding.get('total')} passed, "
-                      f"mean {_fmt(coding.get('mean_tok_s'))} tok/s  [{names}]")
+                      f"mean {_fmt(coding.get('mean_tok_s'))} tok/s  ({names})", markup=False)
     m = doc.get("metrics") or {}
     acc = doc.get("accept_len") or {}
     console.print(
