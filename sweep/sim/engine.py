@@ -149,7 +149,7 @@ class Engine:
         if self.time_scale <= 0:
             await asyncio.sleep(0)
             return
-        if self.clock < loop_now - 0.05:  # idle or far behind: resynchronise
+        if self.clock < loop_now - 1.0:  # far behind (process was stopped): resynchronise
             self.clock = loop_now
         self.clock += ms * self.time_scale / 1000.0
         delay = self.clock - loop_now

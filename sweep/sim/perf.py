@@ -31,6 +31,7 @@ import yaml
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.yaml")
 TREE_FAMILIES = ("ddtree",)
+CUDA_GRAPH_MAX_BS = 256  # SGLang's default graph batch-size ceiling on large GPUs
 BLOCK_FAMILIES = ("dflash", "ddtree")
 
 
@@ -308,7 +309,9 @@ def step_breakdown(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: 
         "draft": 0.0, "tree": 0.0, "spec": 0.0,
     }
     if fam != "none":
-        out["spec"] = cal["spec_step_overhead_ms"][fam] + cal["verify_token_overhead_us"] * tokens * 1e-3
+        verify_us = cal["verify_layer_overhead_eager_us"] if disable_cuda_graph else cal["verify_layer_overhead_us"]
+        out["spec"] = cal["spec_step_overhead_ms"][fam] + cal["verify_token_overhead_us"] * tokens * 1e-3 \
+            + sh["layers"] * verify_us * 1e-3
         out["draft"] = _draft_ms(sh, hw, spec, batch, context_sum, layer_us)
     if fam in TREE_FAMILIES:
         budget = int(spec.get("budget") or 8)
@@ -412,18 +415,21 @@ def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mappin
     mean accept length, with the context at its mid-generation length.
     """
     c = max(1, int(concurrency))
+    # KV capacity bounds how many run at once; the rest queue (waves).
+    kv = kv_capacity_tokens(hardware, model)
+    running = max(1, min(c, kv // max(1, context + max_tokens))) if kv > 0 else 1
     mid_ctx = context + max_tokens / 2.0
     accept = accept_length(spec, int(mid_ctx))
-    step = step_breakdown(hardware, model, spec, batch=c, context_sum=c * mid_ctx,
-                          disable_cuda_graph=disable_cuda_graph)
-    prefill = prefill_ms(hardware, model, spec, new_tokens=c * context,
-                         context_sum=c * context * context / 2.0, disable_cuda_graph=disable_cuda_graph)
+    step = step_breakdown(hardware, model, spec, batch=running, context_sum=running * mid_ctx,
+                          disable_cuda_graph=disable_cuda_graph or running > CUDA_GRAPH_MAX_BS)
+    prefill = prefill_ms(hardware, model, spec, new_tokens=running * context,
+                         context_sum=running * context * context / 2.0, disable_cuda_graph=disable_cuda_graph)
     steps = math.ceil(max(0, max_tokens - 1) / accept)
     e2e = prefill + steps * step["total"]
-    per_stream = max_tokens / e2e * 1e3 if e2e > 0 else 0.0
+    tok_s = running * max_tokens / e2e * 1e3 if e2e > 0 else 0.0
     width = verify_width(spec)
     return {
-        "tok_s": per_stream * c, "per_stream_tok_s": per_stream, "accept_len": accept,
+        "tok_s": tok_s, "per_stream_tok_s": tok_s / c, "accept_len": accept, "running": float(running),
         "accept_rate": (accept - 1.0) / max(1, width - 1) if width > 1 else 0.0,
         "step_ms": step["total"], "ttft_ms": prefill, "tpot_ms": step["total"] / accept,
         "e2e_ms": e2e, "verify_width": float(width), "steps": float(steps),

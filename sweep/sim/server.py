@@ -18,11 +18,11 @@ import sys
 from typing import Sequence
 
 from sweep.sim import cli, faults, logs, perf
+from sweep.sim import text as textgen
 from sweep.sim.app import SimState, build_app
 from sweep.sim.engine import Engine
 
 DEFAULT_MAX_RUNNING = 1024
-DEFAULT_CUDA_GRAPH_MAX_BS = 256
 
 
 def _hardware(args: cli.SimArgs) -> dict:
@@ -68,6 +68,8 @@ async def _load(state: SimState, hw: dict, failure: str | None) -> None:
     if failure == "python_headers":
         _die("python_headers")
     logs.scheduler(f"Load weight begin. avail mem={mem_gb - 1.2:.2f} GB")
+    textgen.filler_pool(int(args.sim_seed))  # build once now, not on the first request
+    textgen.humaneval_index()
     await phase(0.65)
     if failure == "oom":
         _die("oom", mem_gb=mem_gb, used_gb=min(per_gpu, mem_gb), alloc_gb=max(0.0, min(per_gpu, mem_gb) - 1.5))
@@ -143,7 +145,7 @@ async def serve(args: cli.SimArgs) -> None:
     engine = Engine(hardware=hw, model=args.model, spec=args.spec, time_scale=float(args.sim_time_scale),
                     seed=int(args.sim_seed), max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
                     max_total_tokens=max_total, disable_cuda_graph=args.disable_cuda_graph,
-                    cuda_graph_max_bs=args.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS,
+                    cuda_graph_max_bs=args.cuda_graph_max_bs or perf.CUDA_GRAPH_MAX_BS,
                     decode_log_interval=args.decode_log_interval, log=logs.scheduler)
     state = SimState(args, engine, max_total)
     config = uvicorn.Config(build_app(state), log_config=_uvicorn_logging(), access_log=args.log_requests,

@@ -106,8 +106,10 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
     ans = textgen.answer(prompt, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=seed,
                          wrong_answer_rate=wrong_answer_rate)
     rid = uuid.uuid4().hex
+    # Acceptance draws are seeded by what was asked, not by arrival: deterministic for a seed.
+    draw_seed = zlib.crc32(f"{seed}:{max_tokens}:{prompt}".encode())
     req = Request(rid=rid, pieces=ans.pieces, finish_reason=ans.finish_reason,
-                  prompt_tokens=prompt_tokens, seed=zlib.crc32(f"{seed}:{rid}".encode()))
+                  prompt_tokens=prompt_tokens, seed=draw_seed)
     return req, opts
 
 

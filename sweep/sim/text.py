@@ -84,7 +84,14 @@ FIVE: dict[str, tuple[str, str]] = {
         '            return d\n'
         '    return 1\n'),
 }
-_FIVE_RE = re.compile(r"def (" + "|".join(FIVE) + r")\s*\(")
+# A problem is recognised by its exact signature line (the harness puts it in the prompt).
+SIGNATURES = {
+    "is_palindrome": "def is_palindrome(s: str) -> bool",
+    "fibonacci": "def fibonacci(n: int) -> int",
+    "merge_sorted": "def merge_sorted(a: list[int], b: list[int]) -> list[int]",
+    "word_count": "def word_count(text: str) -> dict[str, int]",
+    "gcd": "def gcd(a: int, b: int) -> int",
+}
 _DEF_RE = re.compile(r"def ([A-Za-z_]\w*)\s*\(")
 
 _WORDS = (
@@ -157,12 +164,9 @@ def _humaneval(prompt: str) -> tuple[str, str] | None:
     index = humaneval_index()
     names = [n for n in _DEF_RE.findall(prompt) if n in index]
     for name in names:
-        candidates = index[name]
-        for task_prompt, solution in candidates:
+        for task_prompt, solution in index[name]:
             if task_prompt.strip() in prompt:
                 return task_prompt, solution
-        if len(candidates) == 1:
-            return candidates[0]
     return None
 
 
@@ -173,10 +177,10 @@ def _fence(code: str, name: str) -> str:
 
 def code_answer(prompt: str, *, wrong: bool = False) -> str | None:
     """The coding answer for a coding-eval prompt, or None if it isn't one."""
-    m = _FIVE_RE.search(prompt)
-    if m:
-        good, bad = FIVE[m.group(1)]
-        return _fence(bad if wrong else good, m.group(1))
+    for name, signature in SIGNATURES.items():
+        if signature in prompt:
+            good, bad = FIVE[name]
+            return _fence(bad if wrong else good, name)
     he = _humaneval(prompt) if "def " in prompt else None
     if he:
         task_prompt, solution = he
