@@ -1,0 +1,137 @@
+"""``launcher.mode=systemd``: the server as a systemd unit, as the boxes are run today.
+
+Two ways to own the unit:
+
+* **our own unit** (default, ``launcher.unit=sglang-sweep.service``): the
+  whole file is written to ``launcher.unit_dir`` (default
+  ``/etc/systemd/system``) and left there (it is not enabled);
+* **a drop-in** for an existing unit (``launcher.dropin=true``, e.g.
+  ``launcher.unit=sglang-k26-ddtree.service``): ``<unit>.d/50-specsweep.conf``
+  replaces its ExecStart/Environment and sets ``Restart=no`` during the sweep;
+  it is removed (and the daemon reloaded) when the launcher stops, so the
+  unit runs its own command again afterwards.
+
+Reuse compares the file on the box with the one we would write (its header
+carries the launch fingerprint): equal content and an active unit means the
+same server. Restart is ``daemon-reload`` + ``restart``; readiness is polled
+over HTTP by the launcher; logs are ``journalctl -u UNIT --since <mark>`` for
+the trial window only. ``launcher.sudo=true`` prefixes ``sudo -n`` for a
+non-root SSH user (passwordless sudo for systemctl/journalctl and the unit dir).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from launchers._ssh_unit import env_file, render_unit
+from launchers.base import LaunchFailure
+
+if TYPE_CHECKING:
+    from launchers._ssh_conn import Remote
+    from sweep.render import Launch
+
+ACTIVE = ("active", "activating", "reloading")
+DROPIN_NAME = "50-specsweep.conf"
+MAX_LOG_BYTES = 32 * 1024 * 1024
+
+
+class SystemdBackend:
+    name = "systemd"
+
+    def __init__(self, remote: "Remote", workdir: str, settings: Any) -> None:
+        self.remote = remote
+        self.workdir = workdir  # absolute, resolved on the box
+        self.unit = str(settings.get("unit") or "sglang-sweep.service")
+        if not self.unit.endswith(".service"):
+            self.unit += ".service"
+        self.unit_dir = str(settings.get("unit_dir") or "/etc/systemd/system").rstrip("/")
+        self.dropin = bool(settings.get("dropin", False))
+        self.sudo = "sudo -n " if settings.get("sudo") else ""
+        self.stop_grace_s = float(settings.get("stop_grace_s") or 30)
+        self.path = (f"{self.unit_dir}/{self.unit}.d/{DROPIN_NAME}" if self.dropin
+                     else f"{self.unit_dir}/{self.unit}")
+        self.env_path = f"{self.workdir}/{self.unit}.secrets.env"
+        self.pgid: int | None = None
+        self.start_mark: Any = None
+        self._wrote_dropin = False
+
+    def _ctl(self, *args: str) -> str:
+        return self.sudo + "systemctl " + " ".join(shlex.quote(a) for a in args)
+
+    def render(self, launch: "Launch") -> tuple[str, dict[str, str]]:
+        return render_unit(launch, name=self.unit, workdir=self.workdir,
+                           description=f"specsweep server (fingerprint {launch.fingerprint})",
+                           stop_grace_s=self.stop_grace_s, env_file_path=self.env_path,
+                           dropin=self.dropin)
+
+    def _active_state(self) -> str:
+        res = self.remote.run(self._ctl("is-active", self.unit), what="checking the unit")
+        return (res.out.strip().splitlines() or ["unknown"])[-1]
+
+    def probe(self, launch: "Launch") -> tuple[bool, bool]:
+        content, _ = self.render(launch)
+        cmd = (self._ctl("is-active", self.unit) + " 2>/dev/null; echo '::unit::'; "
+               + f"cat {shlex.quote(self.path)} 2>/dev/null")
+        res = self.remote.run(cmd, what="checking the unit")
+        state, _, current = res.out.partition("::unit::\n")
+        running = (state.strip().splitlines() or [""])[-1] in ACTIVE
+        return running, running and current == content
+
+    def alive(self) -> bool:
+        return self._active_state() in ACTIVE
+
+    def exit_detail(self) -> str:
+        res = self.remote.run(self._ctl("show", "-p", "ExecMainStatus", "--value", self.unit),
+                              what="checking the unit")
+        code = res.out.strip()
+        return f"unit {self.unit} exited with status {code}" if code else f"unit {self.unit} is down"
+
+    def start(self, launch: "Launch", *, stop_grace_s: float) -> None:
+        """Write the unit (and the secrets file), daemon-reload, restart."""
+        self.stop_grace_s = stop_grace_s
+        content, secret_vars = self.render(launch)
+        wd = shlex.quote(self.workdir)
+        if secret_vars:
+            tmp = shlex.quote(self.env_path + ".tmp")
+            self.remote.check(f"umask 077 && mkdir -p {wd} && cat > {tmp} && "
+                              f"mv {tmp} {shlex.quote(self.env_path)}",
+                              stdin=env_file(secret_vars), what="writing the secrets file")
+        target = shlex.quote(self.path)
+        tmp = shlex.quote(self.path + ".tmp")
+        parent = shlex.quote(self.path.rsplit("/", 1)[0])
+        write = f"umask 022 && mkdir -p {parent} && cat > {tmp} && mv {tmp} {target}"
+        self.remote.check(f"mkdir -p {wd} && {self.sudo}sh -c {shlex.quote(write)}", stdin=content,
+                          what=f"writing {self.path}", redact=launch.redact)
+        self._wrote_dropin = self.dropin
+        self.start_mark = self.log_mark()
+        self.remote.check(self._ctl("daemon-reload") + " && " + self._ctl("restart", self.unit),
+                          timeout=stop_grace_s + 120, what=f"systemctl restart {self.unit}",
+                          redact=launch.redact)
+
+    def stop(self, stop_grace_s: float) -> bool:
+        """``systemctl stop`` (systemd signals the whole cgroup); drop our drop-in."""
+        state = self._active_state()
+        cmd = self._ctl("stop", self.unit)
+        if self._wrote_dropin:
+            cmd += (f"; {self.sudo}rm -f {shlex.quote(self.path)}; " + self._ctl("daemon-reload"))
+        self.remote.run(cmd, timeout=stop_grace_s + 60, what=f"systemctl stop {self.unit}")
+        self._wrote_dropin = False
+        return state in ACTIVE
+
+    # ---- logs
+
+    def log_mark(self) -> str:
+        res = self.remote.run("date '+%Y-%m-%d %H:%M:%S'", what="reading the box's clock")
+        return res.out.strip()
+
+    def log_since(self, mark: Any) -> str:
+        since = str(mark or "")
+        args = ["journalctl", "-u", self.unit, "--no-pager", "-q", "-o", "cat"]
+        if since:
+            args[3:3] = ["--since", since]
+        cmd = self.sudo + " ".join(shlex.quote(a) for a in args) + f" | tail -c {MAX_LOG_BYTES}"
+        return self.remote.run(cmd, timeout=120, what="reading the journal").out
+
+    def describe(self) -> str:
+        return f"unit {self.unit} ({self.path})"

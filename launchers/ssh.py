@@ -1,0 +1,444 @@
+"""``launcher=ssh``: make "a server with this fingerprint is up" true on a remote box.
+
+Same guarantees as the local launcher, over Fabric/SSH:
+
+* **reuse** when the box already runs a server of ours with the same
+  fingerprint (``process``: the fingerprint file next to the pid file;
+  ``systemd``: the unit file's content) and it answers its health check;
+* **pre-flight** (:mod:`launchers._ssh_preflight`) before the first start on
+  a box: a wrong box is a ``preflight`` failure before anything restarts;
+* **readiness from the controller** over HTTP -- directly, or through an SSH
+  port forward when ``launcher.port_forward=true``, when the server listens
+  only on the box's loopback, behind a gateway, or when the port turns out
+  unreachable (listening on the box, refused from here);
+* **crash detection**: the remote side is watched while waiting; a dead
+  server is reported with its log tail and the reason
+  :func:`launchers.classify.classify` finds in it;
+* **SSH failures** are failed trials with their own reason
+  (``ssh_unreachable``, ``ssh_auth``, ``ssh_host_key``, ``ssh_dropped``);
+* **clean stop**: Ctrl-C while starting stops what we started; ``stop()``
+  (called by ``launchers.stop_all`` at the end, unless ``keep_server``) stops
+  the remote server and never raises -- if the box cannot be reached it says
+  what still runs and how to stop it.
+
+Secrets (API key, SSH password/passphrase) are masked in every message, log
+and handle this module produces. Pass the full trial config with
+:meth:`SSHLauncher.bind` (``sweep.doctor`` does); otherwise the pre-flight
+reads it from the Hydra job dir (``.hydra/config.yaml``) of the trial.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from launchers._ssh_conn import Remote, Target, secret_values
+from launchers._ssh_preflight import Check, failures, rpath, run_checks
+from launchers._ssh_tunnel import LocalForward
+from launchers._ssh_unit import check_launch
+from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
+from launchers.classify import classify, hint, tail
+from launchers.readiness import check_health, wait_ready
+from sweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sweep.config import Server, TrialConfig
+    from sweep.render import Launch
+
+log = logging.getLogger(__name__)
+MASK = "***"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+INFO_PATHS = ("/get_server_info", "/server_info")
+WATCH_INTERVAL_S = 1.0
+
+
+def _loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+def _tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class SSHLauncher(ServerLauncher):
+    """Owns at most one server on one box (a process group or a systemd unit)."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self._lock = threading.RLock()
+        self._remote: Remote | None = None
+        self._backend: Any = None
+        self._workdir: str | None = None
+        self._trial: TrialConfig | None = None
+        self._launch: Launch | None = None
+        self._server: Server | None = None
+        self._owned = False  # a server we started or adopted is (believed) running
+        self._forward: LocalForward | None = None
+        self._direct_ok: bool | None = None
+        self._preflight_ok: set[tuple[Any, ...]] = set()
+        self._secrets: set[str] = set(secret_values())
+        self._trial_log: Path | None = None
+        self._startup_text = ""
+        self._info: dict[str, Any] = {}
+        self._switch = False
+        self._watch_error: LaunchFailure | None = None
+
+    def bind(self, trial: "TrialConfig") -> None:
+        """The full trial config (hardware, model) for the pre-flight checks."""
+        self._trial = trial
+
+    def _num(self, key: str, default: float) -> float:
+        value = self.settings.get(key, default)
+        return float(default if value is None else value)
+
+    def _redact(self, text: str) -> str:
+        for s in sorted(self._secrets, key=len, reverse=True):
+            if s:
+                text = text.replace(s, MASK)
+        return text
+
+    # ------------------------------------------------------------------ connection
+
+    def _connect(self) -> Remote:
+        if self._remote is None:
+            try:
+                self._remote = Remote(Target.from_settings(self.settings))
+            except ConfigError as err:
+                raise LaunchFailure("preflight", err.one_line()) from None
+        self._remote.open()
+        if self._workdir is None:
+            wd = str(self.settings.get("workdir") or "/tmp/specsweep")
+            res = self._remote.run(f"mkdir -p {rpath(wd)} && cd {rpath(wd)} && pwd -P",
+                                   what="creating the work dir")
+            lines = res.out.strip().splitlines()
+            if not res.ok or not lines:
+                raise LaunchFailure("preflight", f"cannot create launcher.workdir={wd} on "
+                                    f"{self._remote.target.host}: {res.err.strip()[:200]}")
+            self._workdir = lines[-1]
+        if self._backend is None:
+            if self.settings.get("mode") == "systemd":
+                from launchers._ssh_systemd import SystemdBackend
+
+                self._backend = SystemdBackend(self._remote, self._workdir, self.settings)
+            else:
+                from launchers._ssh_process import ProcessBackend
+
+                self._backend = ProcessBackend(self._remote, self._workdir)
+        return self._remote
+
+    def _http_host(self) -> str:
+        assert self._remote is not None
+        host = self._remote.target.host
+        conn = getattr(self._remote, "_conn", None)
+        return getattr(conn, "host", None) or host  # ~/.ssh/config HostName applied by Fabric
+
+    def _tunnel_needed(self, server: "Server") -> bool:
+        pf = self.settings.get("port_forward")
+        if pf is True or str(pf).lower() == "true" or self._direct_ok is False:
+            return True
+        assert self._remote is not None
+        if self._remote.target.gateway:
+            return True
+        return _loopback(server.host) and not _loopback(self._http_host())
+
+    def _base_url(self, server: "Server") -> str:
+        if not self._tunnel_needed(server):
+            host = self._http_host()
+            return f"http://{'127.0.0.1' if _loopback(host) else host}:{server.port}"
+        remote_host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
+        fwd = self._forward
+        if fwd is None or not fwd.active or fwd.remote != (remote_host, server.port):
+            if fwd is not None:
+                fwd.close()
+            assert self._remote is not None
+            self._forward = fwd = LocalForward(self._remote.transport, remote_host, server.port)
+        return f"http://127.0.0.1:{fwd.port}"
+
+    def _remote_listening(self, port: int) -> bool:
+        assert self._remote is not None
+        res = self._remote.run(f"ss -Hltn 2>/dev/null | awk '{{print $4}}' | grep -Eq '[:.]{port}$'",
+                               what="probing the server port")
+        return res.ok
+
+    # ------------------------------------------------------------------ contract
+
+    def ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+        with self._lock:
+            self._secrets |= set(launch.secrets) | set(secret_values())
+            self._trial_log = Path(trial_dir) / "server.log"
+            self._startup_text = ""
+            try:
+                return self._ensure(launch, server, Path(trial_dir))
+            except LaunchFailure as f:
+                raise LaunchFailure(f.reason, self._redact(f.message), self._redact(f.log_tail)) from None
+
+    def _ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+        self._connect()
+        backend = self._backend
+        check_launch(launch)
+        paths = tuple(dict.fromkeys([server.health_path or "/health", "/health"]))
+        running, same = backend.probe(launch)
+        if running and same:
+            url = self._base_url(server)
+            healthy = check_health(url, health_paths=paths, api_key=server.api_key)
+            if not healthy and not self._tunnel_needed(server) and self._remote_listening(server.port):
+                self._direct_ok = False
+                url = self._base_url(server)
+                healthy = check_health(url, health_paths=paths, api_key=server.api_key)
+            if healthy:
+                self._launch, self._server, self._owned = launch, server, True
+                self._info = self._info or self._fetch_info(url, server)
+                self._write_trial_log(f"specsweep: reused {backend.describe()}\n")
+                return self._handle(url, reused=True, startup_s=0.0)
+        self._preflight(launch, server, trial_dir, port_owned=running)
+        grace = self._num("stop_grace_s", 30.0)
+        t0 = time.monotonic()
+        self._launch, self._server, self._info = launch, server, {}
+        try:
+            backend.start(launch, stop_grace_s=grace)
+            self._owned = True
+            url = self._wait(server, paths)
+        except LaunchFailure as failure:
+            raise self._failure(failure, launch) from None
+        except BaseException:
+            self._stop_quietly()
+            raise
+        startup_s = time.monotonic() - t0
+        self._info = self._fetch_info(url, server)
+        self._startup_text = self._redact(self._safe_log(backend.start_mark))
+        self._write_trial_log("")
+        return self._handle(url, reused=False, startup_s=startup_s)
+
+    def log_mark(self) -> Any:
+        with self._lock:
+            if self._backend is None:
+                return None
+            self._connect()
+            return self._backend.log_mark()
+
+    def log_since(self, mark: Any) -> str:
+        with self._lock:
+            if self._backend is None:
+                return ""
+            self._connect()
+            text = self._redact(self._backend.log_since(mark))
+            self._write_trial_log(text)
+            return text
+
+    def alive(self) -> bool:
+        with self._lock:
+            if self._backend is None or not self._owned:
+                return False
+            self._connect()
+            return bool(self._backend.alive())
+
+    def stop(self) -> None:
+        """Stop the remote server we started; never raises (a warning says what is left)."""
+        with self._lock:
+            try:
+                if self._owned and self._backend is not None:
+                    self._connect()
+                    self._backend.stop(self._num("stop_grace_s", 30.0))
+                self._owned = False
+            except (LaunchFailure, OSError) as exc:
+                what = self._backend.describe() if self._backend is not None else "the server"
+                log.warning("could not stop %s on %s: %s -- it may still be running",
+                            what, self.settings.get("host"), self._redact(str(exc)))
+            finally:
+                self._close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _close(self) -> None:
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+        if self._remote is not None:
+            self._remote.close()
+
+    def _stop_quietly(self) -> None:
+        try:
+            if self._backend is not None:
+                self._backend.stop(self._num("stop_grace_s", 30.0))
+            self._owned = False
+        except BaseException as exc:  # noqa: BLE001 - already failing; say what is left
+            log.warning("could not stop the server on %s: %s", self.settings.get("host"),
+                        self._redact(str(exc)))
+
+    def _preflight(self, launch: "Launch", server: "Server", trial_dir: Path, *,
+                   port_owned: bool) -> None:
+        if self.settings.get("preflight") is False:
+            return
+        trial = self._trial or _trial_from_job_dir(trial_dir)
+        key = (launch.argv[0], server.port, None if trial is None else
+               (trial.hardware.num_gpus, trial.hardware.arch, trial.model.path, trial.server.simulated))
+        if key in self._preflight_ok:
+            return
+        checks = self.checks(launch, server.port, trial, port_owned=port_owned)
+        bad = failures(checks)
+        if bad:
+            raise LaunchFailure("preflight", f"{self._remote.target.host if self._remote else '?'}: "
+                                + "; ".join(f"{c.name}: {c.detail}" for c in bad)
+                                + " (full table: python -m sweep.doctor with the same overrides)")
+        self._preflight_ok.add(key)
+
+    def checks(self, launch: "Launch", port: int, trial: "TrialConfig | None", *,
+               port_owned: bool) -> list[Check]:
+        """The pre-flight rows for this box (connects; starts nothing)."""
+        remote = self._connect()
+        return run_checks(lambda script: remote.run(script, what="running pre-flight checks"),
+                          trial, launch, self.settings, port=port, port_owned=port_owned)
+
+    def probe(self, launch: "Launch") -> tuple[bool, bool]:
+        """(a server of ours runs on the box, it is this launch) -- for sweep.doctor."""
+        self._connect()
+        return self._backend.probe(launch)
+
+    def _wait(self, server: "Server", paths: tuple[str, ...]) -> str:
+        """Poll readiness; switch to a tunnel if the port proves unreachable directly."""
+        deadline = time.monotonic() + self._num("ready_timeout_s", 900.0)
+        while True:
+            url = self._base_url(server)
+            self._switch, self._watch_error = False, None
+            probing = not self._tunnel_needed(server) and self._direct_ok is None
+            try:
+                wait_ready(url, health_paths=paths, timeout_s=max(1.0, deadline - time.monotonic()),
+                           poll_s=self._num("poll_interval_s", 1.0),
+                           poll_max_s=self._num("poll_max_s", 5.0),
+                           alive=self._watcher(server, probing), api_key=server.api_key)
+                return url
+            except LaunchFailure as f:
+                if f.reason == "crashed" and self._watch_error is not None:
+                    raise self._watch_error from None
+                if f.reason == "crashed" and self._switch:
+                    log.info("port %s not reachable directly: using an SSH port forward", server.port)
+                    continue
+                raise
+
+    def _watcher(self, server: "Server", probing: bool) -> Any:
+        state = {"last": 0.0, "alive": True}
+
+        def alive() -> bool:
+            now = time.monotonic()
+            if now - state["last"] < WATCH_INTERVAL_S:
+                return bool(state["alive"])
+            state["last"] = now
+            try:
+                ok = bool(self._backend.alive())
+                if ok and probing and self._direct_ok is None:
+                    if _tcp_open(self._http_host(), server.port):
+                        self._direct_ok = True
+                    elif self._remote_listening(server.port):
+                        self._direct_ok, self._switch, ok = False, True, False
+            except LaunchFailure as f:
+                self._watch_error, ok = f, False
+            state["alive"] = ok
+            return ok
+
+        return alive
+
+    def _failure(self, failure: LaunchFailure, launch: "Launch") -> LaunchFailure:
+        """Mine this start's log, stop what is left, build the user-facing failure."""
+        if failure.reason.startswith("ssh_"):
+            return failure  # the box is out of reach; stop() tries again (and says what is left)
+        backend = self._backend
+        text = self._redact(self._safe_log(backend.start_mark))
+        if failure.reason == "timeout":
+            found = classify(text, exited=False)
+            reason, what = ("timeout" if found == "unknown" else found), failure.message
+        elif failure.reason == "crashed" and failure.log_tail and not text:
+            reason, what, text = "crashed", failure.message, failure.log_tail
+        else:
+            reason = classify(text, exited=True)
+            try:
+                detail = backend.exit_detail()
+            except LaunchFailure:
+                detail = "exited"
+            what = f"the server stopped before it was ready ({detail})"
+        self._stop_quietly()
+        self._startup_text = text
+        self._write_trial_log("")
+        host = self._remote.target.host if self._remote else "?"
+        return LaunchFailure(reason, f"{what} on {host} ({backend.describe()}); {hint(reason)}",
+                             tail(text, int(self._num("log_tail_lines", 60))))
+
+    def _safe_log(self, mark: Any) -> str:
+        try:
+            return self._backend.log_since(mark)
+        except LaunchFailure as f:
+            return f"(server log unavailable: {f.message})"
+
+    def _write_trial_log(self, window: str) -> None:
+        """Keep a local copy next to result.json: this start's log + the last window read."""
+        if self._trial_log is None:
+            return
+        try:
+            self._trial_log.parent.mkdir(parents=True, exist_ok=True)
+            self._trial_log.write_text(self._startup_text + window, encoding="utf-8")
+        except OSError:
+            pass
+
+    def _handle(self, url: str, *, reused: bool, startup_s: float) -> ServerHandle:
+        assert self._launch is not None
+        info = dict(self._info)
+        fwd = self._forward
+        info["remote"] = {"host": self.settings.get("host"), "mode": self._backend.name,
+                          "where": self._backend.describe(),
+                          "tunnel": fwd is not None and url == f"http://127.0.0.1:{fwd.port}"}
+        return ServerHandle(base_url=url, fingerprint=self._launch.fingerprint, reused=reused,
+                            startup_s=startup_s, log_path=self._trial_log,
+                            pid=getattr(self._backend, "pgid", None), info=info)
+
+    def _fetch_info(self, url: str, server: "Server") -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        try:
+            with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
+                for path in INFO_PATHS:
+                    try:
+                        r = client.get(url + path)
+                        data = r.json() if r.status_code == 200 else None
+                    except (httpx.HTTPError, ValueError):
+                        continue
+                    if isinstance(data, dict):
+                        return _mask(data, self._redact)
+        except Exception:  # noqa: BLE001 - info is a nicety
+            pass
+        return {}
+
+
+def _mask(value: Any, redact: Any, key: str = "") -> Any:
+    """Mask secrets in /get_server_info (it echoes every server arg, the API key too)."""
+    if isinstance(value, dict):
+        return {k: _mask(v, redact, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask(v, redact) for v in value]
+    if isinstance(value, str):
+        if value and any(s in key.lower() for s in ("api_key", "token", "secret", "password")):
+            return MASK
+        return redact(value)
+    return value
+
+
+def _trial_from_job_dir(trial_dir: Path) -> "TrialConfig | None":
+    """The trial config Hydra saved for this job (for the pre-flight), if readable."""
+    path = Path(trial_dir) / ".hydra" / "config.yaml"
+    if not path.is_file():
+        return None
+    try:
+        from omegaconf import OmegaConf
+
+        from sweep.config import from_omegaconf
+
+        return from_omegaconf(OmegaConf.load(path))
+    except Exception:  # noqa: BLE001 - without it the pre-flight skips the hardware rows
+        return None
