@@ -13,6 +13,13 @@ def _fmt(x: Any, nd: int = 1) -> str:
     return str(x)
 
 
+def _speedup(doc: Mapping[str, Any]) -> str:
+    x = doc.get("speedup_vs_baseline")
+    if x is None:
+        return "- (no spec=none baseline yet; baseline.auto_run=true runs one)"
+    return f"{x:.2f}x"
+
+
 def print_trial(doc: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -53,7 +60,7 @@ def print_trial(doc: Mapping[str, Any]) -> None:
     console.print(
         f"tok/s c1: {_fmt(m.get('tok_s_c1'))}  peak: {_fmt(m.get('tok_s_peak'))}  "
         f"accept len: {_fmt(acc.get('requests'), 2)} (log {_fmt(acc.get('log'), 2)})  "
-        f"speedup vs AR: {_fmt(doc.get('speedup_vs_baseline'), 2)}x  "
+        f"speedup vs AR: {_speedup(doc)}  "
         f"startup: {_fmt(m.get('startup_s'))} s"
         + ("  [server reused]" if (doc.get("server") or {}).get("reused") else ""))
     console.print(f"result: {trial.get('job_dir')}/result.json")
