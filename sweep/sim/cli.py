@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs: dict[str, Any] = {"help": item.get("help", ""), "default": item.get("default")}
             if item.get("dest"):
                 kwargs["dest"] = item["dest"]
+            if item.get("required"):
+                kwargs["required"] = True
             kind = item.get("type", "str")
             if kind == "bool":
                 kwargs["action"] = "store_true"
@@ -106,7 +108,7 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimArgs:
     ns = build_parser().parse_args(list(argv))
     hardware = dict(ns.sim_hardware or {})
     model = dict(ns.sim_model or {})
-    model_path = ns.model_path or "default"
+    model_path = ns.model_path
     served = ns.served_model_name or model_path
     return SimArgs(ns=ns, hardware=hardware, model=model, spec=spec_from(ns, env, model),
                    served_model_name=served, model_path=model_path, argv=tuple(argv))

@@ -126,13 +126,16 @@ def _hash(*parts: Any) -> int:
 def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
     """A long deterministic stream of prose pieces (built once per seed)."""
     rng = random.Random(seed)
-    out: list[str] = []
-    while len(out) < size:
+    parts: list[str] = []
+    chars = 0
+    while chars < size * 5:
         sentence = [rng.choice(_STARTERS) + ","]
         sentence += [rng.choice(_WORDS) for _ in range(rng.randint(8, 22))]
         text = " ".join(sentence) + rng.choice((". ", ". ", "; ", ".\n\n"))
-        out.extend(pieces(text))
-    return tuple(out)
+        parts.append(text)
+        chars += len(text)
+    # Tokenised as one text, so any run of pieces re-tokenises to the same pieces.
+    return tuple(pieces("".join(parts))[:size])
 
 
 def filler(seed: int, key: int, n: int) -> list[str]:
@@ -141,6 +144,8 @@ def filler(seed: int, key: int, n: int) -> list[str]:
     if n <= 0:
         return []
     start = key % len(pool)
+    while start and not pool[start - 1].endswith((".", ";", "\n")):  # begin at a sentence
+        start -= 1
     if start + n <= len(pool):
         return list(pool[start:start + n])
     reps = (start + n) // len(pool) + 1

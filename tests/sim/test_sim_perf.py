@@ -1,0 +1,128 @@
+"""The performance model: calibration over real HTTP, and its physics via perf.estimate."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from sweep.sim import perf
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+DDTREE = {"algorithm": "ddtree", "budget": 8, "topk": 4, "window": 2048, "block": 8}
+NONE = {"algorithm": "none"}
+# ~60 tokens, like the harness's context-60 cell (a unique-tagged excerpt + instruction).
+PROMPT = ("[tag 3f2a9c] Read this excerpt of the Python standard library (functools.py) and explain what it "
+          "does, step by step.\n\ndef cache(user_function, /):\n    return lru_cache(maxsize=None)(user_function)\n")
+
+
+def load(group: str, name: str) -> dict[str, Any]:
+    return yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
+
+
+def hw(name: str) -> dict[str, Any]:
+    return load("hardware", name)
+
+
+MODEL = load("model", "kimi_k26")
+
+
+def tok_s(hardware: str, spec: dict[str, Any], *, context: int = 60, concurrency: int = 1) -> float:
+    return perf.estimate(hw(hardware), MODEL, spec, context=context, concurrency=concurrency,
+                         max_tokens=512)["tok_s"]
+
+
+def ddtree(budget: int, topk: int = 4) -> dict[str, Any]:
+    return {**DDTREE, "budget": budget, "topk": topk}
+
+
+def one_request_tok_s(base: str) -> tuple[float, dict[str, Any]]:
+    body = {"model": "kimi-k2.6", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 512,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True},
+            "return_meta_info": True}
+    usage: dict[str, Any] = {}
+    with httpx.Client(timeout=60, trust_env=False) as c:
+        t0 = time.perf_counter()
+        with c.stream("POST", base + "/v1/chat/completions", json=body) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    event = json.loads(line[6:])
+                    usage = event.get("usage") or usage
+        elapsed = time.perf_counter() - t0
+    return usage["completion_tokens"] / elapsed, usage
+
+
+@pytest.mark.parametrize("spec, low, high", [("ddtree", 285 * 0.9, 303 * 1.1), ("none", 133 * 0.9, 133 * 1.1)])
+def test_calibration_b300_c1_over_http(sim_server, spec: str, low: float, high: float) -> None:
+    sim = sim_server("hardware=b300", f"spec={spec}")
+    rate, usage = one_request_tok_s(sim.base_url)
+    assert usage["completion_tokens"] == 512 and 40 <= usage["prompt_tokens"] <= 80
+    assert low <= rate <= high, f"{spec}: {rate:.1f} tok/s not in [{low:.0f}, {high:.0f}]"
+
+
+def test_estimate_matches_reference_figures() -> None:
+    dd = perf.estimate(hw("b300"), MODEL, DDTREE, context=60, concurrency=1, max_tokens=512)
+    assert 285 <= dd["tok_s"] <= 303 and dd["accept_len"] == pytest.approx(4.48, abs=0.05)
+    assert 126 <= tok_s("b300", NONE) <= 140
+    assert 2.0 <= dd["tok_s"] / tok_s("b300", NONE) <= 2.4
+    assert 5.2 <= perf.accept_length(ddtree(16)) <= 5.6 and 6.1 <= perf.accept_length(ddtree(32)) <= 6.6
+
+
+def test_acceptance_rises_with_budget_with_diminishing_returns() -> None:
+    acc = [perf.accept_length(ddtree(b)) for b in (4, 8, 16, 32, 64, 128)]
+    assert acc == sorted(acc) and acc[-1] < 9.0
+    gains_per_node = [(acc[i + 1] - acc[i]) / (b) for i, b in enumerate((4, 8, 16, 32, 64))]
+    assert gains_per_node == sorted(gains_per_node, reverse=True)
+    chain = perf.accept_length({**DDTREE, "algorithm": "dflash", "budget": 8, "topk": 1})
+    assert chain <= perf.accept_length(ddtree(8)) and perf.accept_length(ddtree(32, topk=1)) < acc[3]
+    # a drafter window shorter than the context loses some acceptance
+    assert perf.accept_length(DDTREE, 16384) < perf.accept_length(DDTREE, 1024)
+
+
+def test_throughput_peaks_at_an_intermediate_budget_earlier_at_high_concurrency() -> None:
+    budgets = (4, 8, 16, 32, 64, 128)
+
+    def best(c: int) -> int:
+        rates = [tok_s("b300", ddtree(b), concurrency=c) for b in budgets]
+        peak = max(range(len(budgets)), key=rates.__getitem__)
+        assert 0 < peak < len(budgets) - 1 or c >= 256, (c, rates)  # interior peak
+        return budgets[peak]
+
+    assert best(1) > best(64) >= best(256)
+
+
+def test_pcie_boxes_from_the_physics() -> None:
+    # TP8 on PCIe is AllReduce-latency bound; EP replaces MoE-layer AllReduce with all-to-all
+    tp8 = perf.step_breakdown(hw("pro6000_tp8"), MODEL, NONE, batch=1, context_sum=60)
+    ep8 = perf.step_breakdown(hw("pro6000_ep8"), MODEL, NONE, batch=1, context_sum=60)
+    assert tp8["comm"] > tp8["gpu"] + tp8["kernels"] and ep8["comm"] < 0.7 * tp8["comm"]
+    assert tok_s("pro6000_ep8", NONE) > 1.15 * tok_s("pro6000_tp8", NONE)
+    assert tok_s("pro6000_ep8", DDTREE, concurrency=64) > tok_s("pro6000_tp8", DDTREE, concurrency=64)
+    nv = perf.step_breakdown(hw("b300"), MODEL, NONE, batch=1, context_sum=60)
+    assert nv["comm"] < 0.2 * nv["total"]
+    assert tok_s("b300", DDTREE) > 2 * tok_s("pro6000_tp8", DDTREE)
+
+
+def test_context_and_cuda_graph_costs() -> None:
+    assert tok_s("b300", DDTREE, context=32768, concurrency=8) < tok_s("b300", DDTREE, context=60, concurrency=8)
+    eager = perf.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512,
+                          disable_cuda_graph=True)
+    graph = perf.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512)
+    assert eager["tok_s"] < 0.85 * graph["tok_s"]
+
+
+def test_startup_failure_rules() -> None:
+    b300 = hw("b300")
+    flags = {"skip_server_warmup": True}
+    assert perf.startup_failure(b300, MODEL, ddtree(8), flags) is None
+    assert perf.startup_failure(b300, MODEL, ddtree(16), flags) == "cuda_graph"
+    assert perf.startup_failure(b300, MODEL, ddtree(16), {**flags, "disable_cuda_graph": True}) is None
+    assert perf.startup_failure(hw("h200"), MODEL, ddtree(32), flags) is None
+    assert perf.startup_failure(b300, MODEL, ddtree(8), {}) == "missing_module"
+    small = {**hw("h200"), "num_gpus": 2, "tp": 2}
+    assert perf.startup_failure(small, MODEL, NONE, flags) == "oom"
