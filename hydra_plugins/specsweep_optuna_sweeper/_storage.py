@@ -7,7 +7,8 @@ open it; and it is the same URL form as a user's ``sqlite:///study.db``.
 Optuna's journal file (``journal:<path>``, or a path ending in ``.log`` /
 ``.journal``) is the alternative for NFS-shared directories where SQLite's
 locking is unreliable. Any other string is an Optuna RDB URL
-(``postgresql+psycopg://user@host/db``, ``mysql+pymysql://...``).
+(``postgresql+psycopg://user@host/db``, ``mysql+pymysql://...``); ``memory``
+keeps the study in the process only (benchmarks, experiments).
 
 Stale trials: Optuna's own heartbeat only runs inside ``study.optimize``
 (ask/tell loops get a warning and no heartbeat), and only for RDB storage. The
@@ -46,6 +47,8 @@ def default_url(sweep_dir: str | os.PathLike[str]) -> str:
 def open_storage(url: str | None, sweep_dir: str | os.PathLike[str]) -> tuple[str | BaseStorage, str]:
     """(what create_study takes, the URL/path to print for resume and optuna-dashboard)."""
     url = url or default_url(sweep_dir)
+    if url in ("memory", ":memory:"):  # experiments and benchmarks: nothing persists
+        return optuna.storages.InMemoryStorage(), "memory (not persisted)"
     if url.startswith("journal:") or (("://" not in url) and url.endswith(JOURNAL_SUFFIXES)):
         path = url[len("journal:"):] if url.startswith("journal:") else url
         if path.startswith("//"):

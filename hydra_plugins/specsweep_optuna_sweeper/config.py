@@ -59,7 +59,9 @@ class SamplerConf:
 @dataclass
 class TPESamplerConf(SamplerConf):
     name: str = "tpe"
-    n_startup_trials: Optional[int] = 6
+    # 4: the best median in benchmarks/search_efficiency.py (2..10 tried); more random
+    # startup trials mostly buy crashes on b300 (4 of 7 budgets fail there).
+    n_startup_trials: Optional[int] = 4
     # Joint model of budget x topk x window: they interact (topk <= budget, tree width).
     options: Dict[str, Any] = field(default_factory=lambda: {"multivariate": True})
 
@@ -67,7 +69,7 @@ class TPESamplerConf(SamplerConf):
 @dataclass
 class GPSamplerConf(SamplerConf):
     name: str = "gp"
-    n_startup_trials: Optional[int] = 6
+    n_startup_trials: Optional[int] = 4
 
 
 @dataclass
