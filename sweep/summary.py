@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 
+def _console() -> "Console":
+    """stderr console; 120 columns when not a terminal (logs, CI) so tables stay readable."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return console if console.is_terminal else Console(stderr=True, width=120)
+
+
 def _fmt(x: Any, nd: int = 1) -> str:
     if x is None:
         return "-"
@@ -24,7 +32,7 @@ def print_trial(doc: Mapping[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(stderr=True)
+    console = _console()
     trial = doc.get("trial") or {}
     status = doc.get("status")
     colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(status, "white")
