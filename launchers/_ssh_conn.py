@@ -363,6 +363,8 @@ def _collect(chan: Any, timeout: float) -> Result:
         if not busy:
             select.select([chan], [], [], 0.05)
     rc = chan.recv_exit_status()
+    if rc == -1 and not transport_active(chan):  # closed by a dying link, not by an exit
+        raise EOFError("the connection closed before the command exited")
     return Result(rc=rc, out=out.decode("utf-8", "replace"), err=err.decode("utf-8", "replace"))
 
 

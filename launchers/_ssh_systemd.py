@@ -25,7 +25,6 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from launchers._ssh_unit import env_file, render_unit
-from launchers.base import LaunchFailure
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
@@ -88,26 +87,30 @@ class SystemdBackend:
         return f"unit {self.unit} exited with status {code}" if code else f"unit {self.unit} is down"
 
     def start(self, launch: "Launch", *, stop_grace_s: float) -> None:
-        """Write the unit (and the secrets file), daemon-reload, restart."""
+        """Write the unit (and the secrets file), daemon-reload, restart: one round trip.
+
+        Both files travel on stdin (secrets first, cut off with ``dd``), so no
+        secret is ever part of a remote command line.
+        """
         self.stop_grace_s = stop_grace_s
         content, secret_vars = self.render(launch)
-        wd = shlex.quote(self.workdir)
-        if secret_vars:
-            tmp = shlex.quote(self.env_path + ".tmp")
-            self.remote.check(f"umask 077 && mkdir -p {wd} && cat > {tmp} && "
-                              f"mv {tmp} {shlex.quote(self.env_path)}",
-                              stdin=env_file(secret_vars), what="writing the secrets file")
-        target = shlex.quote(self.path)
-        tmp = shlex.quote(self.path + ".tmp")
-        parent = shlex.quote(self.path.rsplit("/", 1)[0])
-        write = f"umask 022 && mkdir -p {parent} && cat > {tmp} && mv {tmp} {target}"
-        self.remote.check(f"mkdir -p {wd} && {self.sudo}sh -c {shlex.quote(write)}", stdin=content,
-                          what=f"writing {self.path}", redact=launch.redact)
+        secrets_text = env_file(secret_vars) if secret_vars else ""
+        q = shlex.quote
+        target, tmp = q(self.path), q(self.path + ".tmp")
+        write = f"umask 022 && mkdir -p {q(self.path.rsplit('/', 1)[0])} && cat > {tmp} && mv {tmp} {target}"
+        steps = ["set -e", f"mkdir -p {q(self.workdir)}"]
+        if secrets_text:
+            env_tmp = q(self.env_path + ".tmp")
+            steps.append(f"(umask 077 && dd bs=1 count={len(secrets_text.encode())} of={env_tmp} "
+                         f"2>/dev/null && mv {env_tmp} {q(self.env_path)})")
+        steps += [f"{self.sudo}sh -c {q(write)}", "echo \"mark $(date '+%Y-%m-%d %H:%M:%S')\"",
+                  self._ctl("daemon-reload"), self._ctl("restart", self.unit)]
         self._wrote_dropin = self.dropin
-        self.start_mark = self.log_mark()
-        self.remote.check(self._ctl("daemon-reload") + " && " + self._ctl("restart", self.unit),
-                          timeout=stop_grace_s + 120, what=f"systemctl restart {self.unit}",
-                          redact=launch.redact)
+        res = self.remote.check("\n".join(steps), stdin=secrets_text + content,
+                                timeout=stop_grace_s + 120, what=f"writing {self.path} and "
+                                f"restarting {self.unit}", redact=launch.redact)
+        marks = [ln[5:] for ln in res.out.splitlines() if ln.startswith("mark ")]
+        self.start_mark = marks[-1] if marks else None
 
     def stop(self, stop_grace_s: float) -> bool:
         """``systemctl stop`` (systemd signals the whole cgroup); drop our drop-in."""

@@ -30,18 +30,16 @@ reads it from the Hydra job dir (``.hydra/config.yaml``) of the trial.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from launchers._ssh_conn import Remote, Target, secret_values
 from launchers._ssh_preflight import Check, failures, rpath, run_checks
 from launchers._ssh_tunnel import LocalForward
 from launchers._ssh_unit import check_launch
+from launchers._ssh_util import fetch_info, loopback, tcp_open, trial_from_job_dir
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, wait_ready
@@ -53,21 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MASK = "***"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-INFO_PATHS = ("/get_server_info", "/server_info")
 WATCH_INTERVAL_S = 1.0
-
-
-def _loopback(host: str) -> bool:
-    return host in LOOPBACK or host.startswith("127.")
-
-
-def _tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 class SSHLauncher(ServerLauncher):
@@ -149,12 +133,12 @@ class SSHLauncher(ServerLauncher):
         assert self._remote is not None
         if self._remote.target.gateway:
             return True
-        return _loopback(server.host) and not _loopback(self._http_host())
+        return loopback(server.host) and not loopback(self._http_host())
 
     def _base_url(self, server: "Server") -> str:
         if not self._tunnel_needed(server):
             host = self._http_host()
-            return f"http://{'127.0.0.1' if _loopback(host) else host}:{server.port}"
+            return f"http://{'127.0.0.1' if loopback(host) else host}:{server.port}"
         remote_host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
         fwd = self._forward
         if fwd is None or not fwd.active or fwd.remote != (remote_host, server.port):
@@ -185,7 +169,7 @@ class SSHLauncher(ServerLauncher):
     def _ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
         self._connect()
         backend = self._backend
-        check_launch(launch)
+        check_launch(launch, systemd=self._backend.name == "systemd")
         paths = tuple(dict.fromkeys([server.health_path or "/health", "/health"]))
         running, same = backend.probe(launch)
         if running and same:
@@ -197,7 +181,7 @@ class SSHLauncher(ServerLauncher):
                 healthy = check_health(url, health_paths=paths, api_key=server.api_key)
             if healthy:
                 self._launch, self._server, self._owned = launch, server, True
-                self._info = self._info or self._fetch_info(url, server)
+                self._info = self._info or fetch_info(url, server.api_key, self._redact)
                 self._write_trial_log(f"specsweep: reused {backend.describe()}\n")
                 return self._handle(url, reused=True, startup_s=0.0)
         self._preflight(launch, server, trial_dir, port_owned=running)
@@ -214,7 +198,7 @@ class SSHLauncher(ServerLauncher):
             self._stop_quietly()
             raise
         startup_s = time.monotonic() - t0
-        self._info = self._fetch_info(url, server)
+        self._info = fetch_info(url, server.api_key, self._redact)
         self._startup_text = self._redact(self._safe_log(backend.start_mark))
         self._write_trial_log("")
         return self._handle(url, reused=False, startup_s=startup_s)
@@ -279,7 +263,7 @@ class SSHLauncher(ServerLauncher):
                    port_owned: bool) -> None:
         if self.settings.get("preflight") is False:
             return
-        trial = self._trial or _trial_from_job_dir(trial_dir)
+        trial = self._trial or trial_from_job_dir(trial_dir)
         key = (launch.argv[0], server.port, None if trial is None else
                (trial.hardware.num_gpus, trial.hardware.arch, trial.model.path, trial.server.simulated))
         if key in self._preflight_ok:
@@ -310,7 +294,8 @@ class SSHLauncher(ServerLauncher):
         while True:
             url = self._base_url(server)
             self._switch, self._watch_error = False, None
-            probing = not self._tunnel_needed(server) and self._direct_ok is None
+            probing = (not self._tunnel_needed(server) and self._direct_ok is None
+                       and not loopback(self._http_host()))
             try:
                 wait_ready(url, health_paths=paths, timeout_s=max(1.0, deadline - time.monotonic()),
                            poll_s=self._num("poll_interval_s", 1.0),
@@ -336,7 +321,7 @@ class SSHLauncher(ServerLauncher):
             try:
                 ok = bool(self._backend.alive())
                 if ok and probing and self._direct_ok is None:
-                    if _tcp_open(self._http_host(), server.port):
+                    if tcp_open(self._http_host(), server.port):
                         self._direct_ok = True
                     elif self._remote_listening(server.port):
                         self._direct_ok, self._switch, ok = False, True, False
@@ -398,47 +383,3 @@ class SSHLauncher(ServerLauncher):
         return ServerHandle(base_url=url, fingerprint=self._launch.fingerprint, reused=reused,
                             startup_s=startup_s, log_path=self._trial_log,
                             pid=getattr(self._backend, "pgid", None), info=info)
-
-    def _fetch_info(self, url: str, server: "Server") -> dict[str, Any]:
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
-        try:
-            with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
-                for path in INFO_PATHS:
-                    try:
-                        r = client.get(url + path)
-                        data = r.json() if r.status_code == 200 else None
-                    except (httpx.HTTPError, ValueError):
-                        continue
-                    if isinstance(data, dict):
-                        return _mask(data, self._redact)
-        except Exception:  # noqa: BLE001 - info is a nicety
-            pass
-        return {}
-
-
-def _mask(value: Any, redact: Any, key: str = "") -> Any:
-    """Mask secrets in /get_server_info (it echoes every server arg, the API key too)."""
-    if isinstance(value, dict):
-        return {k: _mask(v, redact, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v, redact) for v in value]
-    if isinstance(value, str):
-        if value and any(s in key.lower() for s in ("api_key", "token", "secret", "password")):
-            return MASK
-        return redact(value)
-    return value
-
-
-def _trial_from_job_dir(trial_dir: Path) -> "TrialConfig | None":
-    """The trial config Hydra saved for this job (for the pre-flight), if readable."""
-    path = Path(trial_dir) / ".hydra" / "config.yaml"
-    if not path.is_file():
-        return None
-    try:
-        from omegaconf import OmegaConf
-
-        from sweep.config import from_omegaconf
-
-        return from_omegaconf(OmegaConf.load(path))
-    except Exception:  # noqa: BLE001 - without it the pre-flight skips the hardware rows
-        return None
