@@ -12,9 +12,12 @@ Definitions (per cell, over the measured phase only):
   requests / wall time from the first send to the last completion.
   Failed requests add no tokens but do take wall time: a server that
   fails requests is slower, not faster.
-* ``per_stream_tok_s``: mean over successful requests of
-  completion_tokens / (e2e - ttft), the decode speed one user sees once
-  the first token has arrived (prefill wait is TTFT's business).
+* ``per_stream_tok_s``: the decode speed one user sees once the first
+  token has arrived (prefill wait is TTFT's business), token-weighted over
+  successful requests: sum(completion_tokens) / sum(e2e - ttft). A ratio of
+  sums rather than a mean of ratios, because with multi-token chunks one
+  request whose answer arrives in a single burst has e2e - ttft near 0 and
+  would make a mean of per-request ratios explode.
 * ``ttft/itl/tpot/e2e`` percentiles in ms (linear interpolation); ITL is
   pooled over every gap between content arrivals of every request; TPOT is
   per request (e2e - ttft) / (completion_tokens - 1).
@@ -34,7 +37,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from sweep.bench.client import RequestResult, build_payload, make_client, stream_chat
+from sweep.bench.client import RequestResult, build_payload, make_client, make_clients, stream_chat
 from sweep.bench.prompts import PromptFactory
 
 if TYPE_CHECKING:
@@ -119,7 +122,9 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
     itl = [g for r in ok for g in r.itl_s]
     tpot = [t for t in (r.tpot_s for r in ok) if t is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
-    streams = [s for s in (r.stream_tok_s for r in ok) if s is not None]
+    decoding = [r for r in ok if r.completion_tokens and r.e2e_s is not None and r.ttft_s is not None]
+    decode_s = sum(r.e2e_s - r.ttft_s for r in decoding)  # type: ignore[operator]
+    decode_tokens = sum(r.completion_tokens or 0 for r in decoding)
     spec = [r for r in ok if r.spec_verify_ct]
     spec_tokens = sum((r.meta_completion_tokens or r.completion_tokens or 0) for r in spec)
     spec_verify = sum(r.spec_verify_ct or 0 for r in spec)
@@ -128,7 +133,7 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
         context=context, concurrency=concurrency, requests=len(results),
         errors=len(results) - len(ok), error_kinds=dict(sorted(kinds.items())),
         output_tok_s=round(tokens / duration_s, 3) if duration_s > 0 else 0.0,
-        per_stream_tok_s=round(sum(streams) / len(streams), 3) if streams else None,
+        per_stream_tok_s=round(decode_tokens / decode_s, 3) if decode_s > 0 else None,
         ttft_ms_p50=_ms(ttft, 50), ttft_ms_p90=_ms(ttft, 90), ttft_ms_p99=_ms(ttft, 99),
         itl_ms_p50=_ms(itl, 50), itl_ms_p90=_ms(itl, 90), itl_ms_p99=_ms(itl, 99),
         tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
@@ -167,32 +172,40 @@ async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
             return "unsupported"
         if resp.status_code < 300:
             return "ok"
+        if resp.status_code not in (400, 409, 429, 503):  # only "busy" is worth a retry
+            return "failed"
         await asyncio.sleep(0.2 * (attempt + 1))
     return "failed"
 
 
-async def _closed_loop(client: "httpx.AsyncClient", payloads: list[dict[str, Any]], concurrency: int,
+async def _closed_loop(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[str, Any]],
                        timeout_s: float, on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
-    """Keep ``concurrency`` requests in flight until every payload was sent."""
+    """Keep one request in flight per client until every payload was sent."""
     results: list[RequestResult | None] = [None] * len(payloads)
     todo = iter(range(len(payloads)))
 
-    async def worker() -> None:
+    async def worker(client: "httpx.AsyncClient") -> None:
         for i in todo:  # shared iterator: next() never awaits, so no lock is needed
             rec = await stream_chat(client, payloads[i], timeout_s=timeout_s, keep_text=False)
             results[i] = rec
             on_done(rec)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(payloads))))))
+    await asyncio.gather(*(worker(c) for c in clients[:max(1, len(payloads))]))
     return [r for r in results if r is not None]
 
 
-async def _poisson(client: "httpx.AsyncClient", payloads: list[dict[str, Any]], concurrency: int,
+async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[str, Any]],
                    rate: float, seed: int, timeout_s: float,
                    on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
-    """Send at Poisson arrival times (``rate`` req/s), at most ``concurrency`` in flight."""
+    """Send at Poisson arrival times (``rate`` req/s), at most one in flight per client.
+
+    A request whose arrival finds every client busy waits for one (as
+    bench_serving's --max-concurrency does); its TTFT includes that wait.
+    """
     rng = random.Random(seed)
-    gate = asyncio.Semaphore(max(1, concurrency))
+    idle: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+    for c in clients:
+        idle.put_nowait(c)
     t, offsets = 0.0, []
     for _ in payloads:
         offsets.append(t)
@@ -200,8 +213,11 @@ async def _poisson(client: "httpx.AsyncClient", payloads: list[dict[str, Any]], 
 
     async def one(payload: dict[str, Any], at: float) -> RequestResult:
         await asyncio.sleep(at)
-        async with gate:
+        client = await idle.get()
+        try:
             rec = await stream_chat(client, payload, timeout_s=timeout_s, keep_text=False)
+        finally:
+            idle.put_nowait(client)
         on_done(rec)
         return rec
 
@@ -212,7 +228,7 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
                    concurrency: int, prompts: PromptFactory, *, api_key: str | None = None,
                    on_done: Callable[[RequestResult], None] | None = None,
                    seed: int = 0) -> CellResult:
-    """Warm up, then measure one cell with a client pool sized to ``concurrency``."""
+    """Warm up, then measure one cell with ``concurrency`` keep-alive connections."""
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
 
@@ -221,19 +237,19 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
                               temperature=workload.temperature, ignore_eos=workload.ignore_eos)
                 for p in prompts.batch(context, n)]
 
-    async with make_client(base_url, concurrency=concurrency, api_key=api_key,
-                           timeout_s=timeout_s) as client:
+    clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
+    try:
         if workload.warmup_requests:
-            await _closed_loop(client, payloads(workload.warmup_requests), concurrency,
-                               timeout_s, lambda _r: None)
+            await _closed_loop(clients, payloads(workload.warmup_requests), timeout_s, lambda _r: None)
         measured = payloads(workload.requests_for(concurrency))
         t0 = time.perf_counter()
         if workload.request_rate:
-            results = await _poisson(client, measured, concurrency, workload.request_rate,
-                                     seed, timeout_s, on_done)
+            results = await _poisson(clients, measured, workload.request_rate, seed, timeout_s, on_done)
         else:
-            results = await _closed_loop(client, measured, concurrency, timeout_s, on_done)
+            results = await _closed_loop(clients, measured, timeout_s, on_done)
         duration = time.perf_counter() - t0
+    finally:
+        await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
     return aggregate(context, concurrency, results, duration)
 
 
