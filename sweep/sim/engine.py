@@ -114,6 +114,8 @@ class Engine:
         self.cuda_graph_max_bs = cuda_graph_max_bs
         self.decode_log_interval = max(1, decode_log_interval)
         self.log = log
+        # SGLang logs every prefill batch; at no-delay capacity runs that is noise.
+        self.log_prefill = time_scale > 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.stats = Stats()
@@ -190,6 +192,11 @@ class Engine:
             return
         new_tokens = sum(r.prompt_tokens for r in batch)
         quad = sum(r.prompt_tokens * r.prompt_tokens / 2.0 for r in batch)
+        if self.log_prefill:
+            used_now = self._used_tokens()
+            self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
+                     f"#token: {used_now}, token usage: {used_now / self.max_total_tokens:.2f}, "
+                     f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, ")
         ms = perf.prefill_ms(self.hardware, self.model, self.spec, new_tokens=new_tokens,
                              context_sum=quad, disable_cuda_graph=self.disable_cuda_graph)
         await self._advance(ms)
