@@ -230,7 +230,13 @@ class _Stream:
             return "bad_sse"
         if not isinstance(ev, dict):
             return "bad_sse"
-        if "error" in ev or ev.get("object") == "error":
+        try:
+            return self._apply(ev)
+        except (AttributeError, KeyError, IndexError, TypeError):  # JSON, but not a chunk's shape
+            return "bad_sse"
+
+    def _apply(self, ev: dict[str, Any]) -> str | None:
+        if ev.get("error") or ev.get("object") == "error":
             err = ev.get("error", ev)
             msg = err.get("message") if isinstance(err, dict) else err
             self.rec.detail = str(msg)[:300]

@@ -129,6 +129,9 @@ class MisbehavingServer:
         if model == "http_500":
             await _plain(w, 500, b"Internal Server Error", "text/plain")
             return True
+        if model == "mislabeled_sse":  # an SSE body sent as application/json, all at once
+            await _plain(w, 200, b"".join(_good_events()), "application/json")
+            return True
         if model == "non_json":
             await _plain(w, 200, b"<html><body>gateway says hello</body></html>", "text/html")
             return True
@@ -139,6 +142,10 @@ class MisbehavingServer:
             events = _good_events(usage=False)
         elif model == "malformed_sse":
             events = _good_events()[:2] + [b'data: {"choices": [{"delta": \n\n']
+        elif model == "wrong_shape":
+            events = _good_events()[:2] + [_event({"choices": {"0": "not a list"}})]
+        elif model == "crlf":
+            events = [ev.replace(b"\n", b"\r\n") for ev in _good_events()]
         elif model == "error_event":
             events = _good_events()[:2] + [_event({"error": {"message": "boom", "code": 500}})]
         elif model == "disconnect":

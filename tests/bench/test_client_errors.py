@@ -50,12 +50,20 @@ def test_good_stream_counts_tokens_from_usage_not_chunks(double):
     ("disconnect", "disconnect"),
     ("error_event", "server_error"),
     ("no_usage", "no_usage"),
+    ("wrong_shape", "bad_sse"),
 ])
 def test_bad_input_becomes_an_error_kind(double, behaviour, kind):
     rec = one(double.url, behaviour)
     assert not rec.ok
     assert rec.error == kind, rec.detail
     assert rec.e2e_s is not None
+
+
+@pytest.mark.parametrize("behaviour", ["crlf", "mislabeled_sse"])
+def test_tolerated_variants(double, behaviour):
+    rec = one(double.url, behaviour)
+    assert rec.ok, (rec.error, rec.detail)
+    assert rec.completion_tokens == CHUNKS * TOKENS_PER_CHUNK and rec.accept_len == TOKENS_PER_CHUNK
 
 
 def test_http_error_detail_comes_from_the_body(double):
@@ -118,3 +126,12 @@ def test_poisson_arrivals(double):
     cells = run_matrix(double.url, workload(request_rate=200.0, warmup_requests=0), "ok",
                        progress=False)
     assert cells[0].errors == 0 and cells[0].requests == 8
+
+
+def test_keep_alive_pool_is_sized_to_the_concurrency(double):
+    before_conn, before_req = double.connections, double.requests
+    cells = run_matrix(double.url, workload(requests_per_cell=40, warmup_requests=4), "ok", progress=False)
+    assert cells[0].errors == 0 and cells[0].requests == 40
+    assert double.requests - before_req == 44
+    # 4 streaming connections reused for 44 requests, plus 1 admin connection (/flush_cache)
+    assert double.connections - before_conn <= 4 + 1
