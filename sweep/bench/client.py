@@ -24,20 +24,14 @@ record, detail string or log line ever contains it.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+
+from sweep.bench.sse import Stream, as_int, loads
 
 if TYPE_CHECKING:
     import httpx
-
-try:  # optional: ~5x faster JSON decoding of the many small SSE events
-    import orjson as _orjson
-
-    _loads: Callable[[bytes], Any] = _orjson.loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _loads = json.loads
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_ERROR_BODY = 2048
@@ -179,126 +173,6 @@ def make_clients(base_url: str, n: int, *, api_key: str | None = None,
             for _ in range(max(1, n))]
 
 
-def _meta_of(event: dict[str, Any]) -> dict[str, Any] | None:
-    """SGLang puts meta_info on the chunk, on the choice, or under ``sglext``."""
-    meta = event.get("meta_info")
-    if isinstance(meta, dict):
-        return meta
-    choices = event.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        meta = choices[0].get("meta_info")
-        if isinstance(meta, dict):
-            return meta
-    ext = event.get("sglext")
-    if isinstance(ext, dict):  # newer SGLang: sglext.meta_info / sglext.spec_tokens_details
-        for meta in (ext.get("meta_info"), ext.get("spec_tokens_details"), ext):
-            if isinstance(meta, dict) and ("spec_verify_ct" in meta or "completion_tokens" in meta):
-                return meta
-    return None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    return None
-
-
-class _Stream:
-    """Incremental state of one SSE stream (kept out of the hot loop's locals)."""
-
-    __slots__ = ("rec", "parts", "usage", "meta", "done", "finish", "last_arrival")
-
-    def __init__(self, rec: RequestResult) -> None:
-        self.rec = rec
-        self.parts: list[str] = []
-        self.usage: dict[str, Any] | None = None
-        self.meta: dict[str, Any] | None = None
-        self.done = False
-        self.finish: str | None = None
-        self.last_arrival: float | None = None
-
-    def event(self, data: bytes) -> str | None:
-        """Handle one event's data; return an error kind or None."""
-        if data == b"[DONE]":
-            self.done = True
-            return None
-        try:
-            ev = _loads(data)
-        except ValueError:
-            return "bad_sse"
-        if not isinstance(ev, dict):
-            return "bad_sse"
-        try:
-            return self._apply(ev)
-        except (AttributeError, KeyError, IndexError, TypeError):  # JSON, but not a chunk's shape
-            return "bad_sse"
-
-    def _apply(self, ev: dict[str, Any]) -> str | None:
-        if ev.get("error") or ev.get("object") == "error":
-            err = ev.get("error", ev)
-            msg = err.get("message") if isinstance(err, dict) else err
-            self.rec.detail = str(msg)[:300]
-            return "server_error"
-        usage = ev.get("usage")
-        if isinstance(usage, dict):
-            self.usage = usage
-        meta = _meta_of(ev)
-        if meta is not None:  # merged: later events may carry only part of the counters
-            self.meta = {**self.meta, **meta} if self.meta else meta
-        choices = ev.get("choices")
-        if choices:
-            ch = choices[0]
-            delta = ch.get("delta") or {}
-            content = delta.get("content") or delta.get("reasoning_content")
-            if content:
-                self.parts.append(content)
-                self.rec.chunks += 1
-            fr = ch.get("finish_reason")
-            if fr:
-                self.finish = fr
-        return None
-
-    def arrival(self, now: float) -> None:
-        rec = self.rec
-        if rec.ttft_s is None:
-            rec.ttft_s = now - rec.started
-        elif self.last_arrival is not None:
-            rec.itl_s.append(now - self.last_arrival)
-        self.last_arrival = now
-
-    def feed(self, buf: bytes, now: float) -> tuple[bytes, str | None]:
-        """Consume complete events from ``buf``; return the rest and an error kind."""
-        before = self.rec.chunks
-        err = None
-        while True:
-            end = buf.find(b"\n\n")
-            if end < 0:
-                break
-            block, buf = buf[:end], buf[end + 2:]
-            data = _event_data(block)
-            if data is None:
-                continue
-            err = self.event(data)
-            if err or self.done:
-                break
-        if self.rec.chunks != before:
-            self.arrival(now)
-        return buf, err
-
-
-def _event_data(block: bytes) -> bytes | None:
-    """The data of one SSE event block (None for comments / events without data)."""
-    if block.startswith(b"data:") and b"\n" not in block:  # the common case
-        return block[5:].strip()
-    lines = []
-    for line in block.split(b"\n"):
-        if line.startswith(b"data:"):
-            lines.append(line[5:].lstrip(b" "))
-    return b"\n".join(lines).strip() if lines else None
-
-
 async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
                       timeout_s: float = 600.0, keep_text: bool = True,
                       path: str = CHAT_PATH) -> RequestResult:
@@ -341,7 +215,7 @@ async def _run(client: "httpx.AsyncClient", payload: dict[str, Any], rec: Reques
             rec.fail(f"http_{resp.status_code}", _error_message(body))
             return
         ctype = resp.headers.get("content-type", "")
-        st = _Stream(rec)
+        st = Stream(rec)
         if "text/event-stream" not in ctype:
             body = await _read_capped(resp, MAX_PLAIN_BODY)
             if not body.lstrip().startswith(b"data:"):
@@ -371,16 +245,16 @@ async def _run(client: "httpx.AsyncClient", payload: dict[str, Any], rec: Reques
     _finish(rec, st, err, keep_text)
 
 
-def _finish(rec: RequestResult, st: _Stream, err: str | None, keep_text: bool) -> None:
+def _finish(rec: RequestResult, st: Stream, err: str | None, keep_text: bool) -> None:
     if keep_text or err:
         rec.text = "".join(st.parts)
     rec.finish_reason = st.finish
     if st.meta:
-        rec.spec_verify_ct = _as_int(st.meta.get("spec_verify_ct"))
-        rec.meta_completion_tokens = _as_int(st.meta.get("completion_tokens"))
+        rec.spec_verify_ct = as_int(st.meta.get("spec_verify_ct"))
+        rec.meta_completion_tokens = as_int(st.meta.get("completion_tokens"))
     if st.usage:
-        rec.completion_tokens = _as_int(st.usage.get("completion_tokens"))
-        rec.prompt_tokens = _as_int(st.usage.get("prompt_tokens"))
+        rec.completion_tokens = as_int(st.usage.get("completion_tokens"))
+        rec.prompt_tokens = as_int(st.usage.get("prompt_tokens"))
     if err:
         rec.fail(err, rec.detail or f"malformed event after {rec.chunks} chunks")
         return
@@ -396,7 +270,7 @@ def _finish(rec: RequestResult, st: _Stream, err: str | None, keep_text: bool) -
 
 def _plain_body(rec: RequestResult, body: bytes) -> None:
     try:
-        obj = _loads(body) if body.strip() else None
+        obj = loads(body) if body.strip() else None
     except ValueError:
         obj = None
     if not isinstance(obj, dict):
@@ -420,7 +294,7 @@ async def _read_capped(resp: "httpx.Response", cap: int) -> bytes:
 def _error_message(body: bytes) -> str:
     """A short message from an error body (OpenAI / SGLang / FastAPI shapes, or text)."""
     try:
-        obj = _loads(body)
+        obj = loads(body)
     except ValueError:
         return body[:200].decode("utf-8", "replace").strip()
     if isinstance(obj, dict):

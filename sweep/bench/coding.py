@@ -163,7 +163,8 @@ class ProblemResult:
 class CodingResult:
     eval: str
     problems: list[ProblemResult]
-    network_isolated: bool | None = None
+    network_isolated: bool | None = None   # None: nothing was run in the sandbox
+    fs_readonly: bool | None = None
 
     @property
     def passed(self) -> int:
@@ -183,10 +184,11 @@ class CodingResult:
         return round(sum(speeds) / len(speeds), 3) if speeds else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``coding`` entry of result.json."""
+        """The ``coding`` entry of result.json (plus how strong the sandbox was)."""
         return {"eval": self.eval, "passed": self.passed, "total": self.total,
                 "pass_rate": self.pass_rate, "mean_tok_s": self.mean_tok_s,
-                "problems": [p.to_dict() for p in self.problems]}
+                "problems": [p.to_dict() for p in self.problems],
+                "sandbox": {"network_isolated": self.network_isolated, "fs_readonly": self.fs_readonly}}
 
 
 async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str, *,
@@ -198,6 +200,7 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
     probs = problems_for(workload)
     results: list[ProblemResult] = []
     isolated: bool | None = None
+    readonly: bool | None = None
     with _progress_bar(progress) as bar:
         task = bar.add_task(f"coding eval ({workload.coding})", total=len(probs), tok_s="")
         async with make_client(base_url.rstrip("/"), concurrency=1, api_key=api_key,
@@ -215,12 +218,14 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                     run = await asyncio.to_thread(sandbox.run_python, program_for(prob, rec.text),
                                                   timeout_s=workload.sandbox_timeout_s,
                                                   memory_mb=workload.sandbox_memory_mb)
-                    isolated = run.network_isolated if isolated is None else (isolated and run.network_isolated)
+                    isolated = run.network_isolated and (isolated is None or isolated)
+                    readonly = run.fs_readonly and (readonly is None or readonly)
                     results.append(ProblemResult(prob.name, run.passed, tok_s, rec.completion_tokens,
                                                  run.error, rec.text))
                 bar.advance(task)
                 bar.update(task, tok_s=f"{sum(r.passed for r in results)}/{len(results)} passed")
-    return CodingResult(eval=workload.coding, problems=results, network_isolated=isolated)
+    return CodingResult(eval=workload.coding, problems=results, network_isolated=isolated,
+                        fs_readonly=readonly)
 
 
 def run_coding_eval(base_url: str, workload: "Workload", model_name: str, *,

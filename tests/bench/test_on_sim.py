@@ -80,6 +80,9 @@ def test_coding_eval_passes_five_of_five(sim_server):
     for p in d["problems"]:
         assert p["error"] is None and p["completion_tokens"] > 0 and p["tok_s"] > 0
     assert d["mean_tok_s"] > 0
+    from sweep.bench.sandbox import isolation
+
+    assert d["sandbox"] == isolation()  # recorded as granted (true here when root on Linux)
 
 
 def test_wrong_answers_fail_the_eval(sim_server):
