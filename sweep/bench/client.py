@@ -175,11 +175,16 @@ def make_clients(base_url: str, n: int, *, api_key: str | None = None,
 
 async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
                       timeout_s: float = 600.0, keep_text: bool = True,
-                      path: str = CHAT_PATH) -> RequestResult:
-    """Send one streaming request and measure it; never raises (except cancellation)."""
+                      path: str = CHAT_PATH, started: float | None = None) -> RequestResult:
+    """Send one streaming request and measure it; never raises (except cancellation).
+
+    ``started`` (a ``time.perf_counter()`` value) lets an open-loop caller
+    measure TTFT and e2e from the request's scheduled arrival rather than
+    from when a connection became free (no coordinated omission).
+    """
     import httpx
 
-    rec = RequestResult(started=time.perf_counter())
+    rec = RequestResult(started=time.perf_counter() if started is None else started)
     try:
         async with asyncio.timeout(timeout_s):
             await _run(client, payload, rec, path, keep_text)
@@ -203,6 +208,10 @@ async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
         rec.e2e_s = time.perf_counter() - rec.started
     if not keep_text:
         rec.text = ""
+    if rec.detail:  # a server that echoes the key in an error body must not leak it into results
+        key = client.headers.get("authorization", "").partition(" ")[2]
+        if key:
+            rec.detail = rec.detail.replace(key, "***")
     return rec
 
 

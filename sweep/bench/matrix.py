@@ -200,7 +200,8 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
     """Send at Poisson arrival times (``rate`` req/s), at most one in flight per client.
 
     A request whose arrival finds every client busy waits for one (as
-    bench_serving's --max-concurrency does); its TTFT includes that wait.
+    bench_serving's --max-concurrency does); its TTFT and e2e are measured
+    from its scheduled arrival, so they include that wait.
     """
     rng = random.Random(seed)
     idle: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
@@ -211,11 +212,14 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
         offsets.append(t)
         t += rng.expovariate(rate)
 
+    base = time.perf_counter()
+
     async def one(payload: dict[str, Any], at: float) -> RequestResult:
-        await asyncio.sleep(at)
+        await asyncio.sleep(max(0.0, base + at - time.perf_counter()))
         client = await idle.get()
         try:
-            rec = await stream_chat(client, payload, timeout_s=timeout_s, keep_text=False)
+            rec = await stream_chat(client, payload, timeout_s=timeout_s, keep_text=False,
+                                    started=base + at)
         finally:
             idle.put_nowait(client)
         on_done(rec)

@@ -135,3 +135,13 @@ def test_keep_alive_pool_is_sized_to_the_concurrency(double):
     assert double.requests - before_req == 44
     # 4 streaming connections reused for 44 requests, plus 1 admin connection (/flush_cache)
     assert double.connections - before_conn <= 4 + 1
+
+
+def test_poisson_latency_counts_from_the_scheduled_arrival(double):
+    # 1 connection, 20 requests arriving at ~1000/s: most wait for the connection,
+    # and that wait must show up in their TTFT (no coordinated omission).
+    wl = workload(concurrency=(1,), requests_per_cell=20, request_rate=1000.0, warmup_requests=0)
+    (cell,) = run_matrix(double.url, wl, "ok", progress=False)
+    assert cell.errors == 0
+    ttfts = sorted(r.ttft_s for r in cell.results)
+    assert ttfts[-1] > 5 * ttfts[0]
