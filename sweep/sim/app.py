@@ -123,12 +123,12 @@ def build_app(state: SimState) -> Starlette:
         state.engine.refresh_gauges()
         return PlainTextResponse(metrics.render(state), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    def generation(kind: str) -> Callable[[HttpRequest], Awaitable[Any]]:
-        async def handler(request: HttpRequest) -> Any:
+    def generation(kind: str) -> Callable[[bytes], Awaitable[Any]]:
+        async def handler(raw: bytes) -> Any:
             if not state.ready:
                 return not_ready()
             try:
-                body = json.loads(await request.body())
+                body = json.loads(raw)
                 if not isinstance(body, dict):
                     raise serving.BadRequest("request body must be a JSON object")
                 req, opts = serving.parse_request(
@@ -157,14 +157,11 @@ def build_app(state: SimState) -> Starlette:
             return Response(serving.dumps(out), media_type="application/json")
         return handler
 
-    async def auth(scope: dict[str, Any], receive: Any, send: Send, app: Any) -> None:
-        key = args.api_key
-        if key and scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
-            headers = dict(scope.get("headers") or [])
-            if headers.get(b"authorization", b"").decode() != f"Bearer {key}":
-                await JSONResponse({"error": "Unauthorized"}, 401)(scope, receive, send)
-                return
-        await app(scope, receive, send)
+    # The generation endpoints are the hot path: served as plain ASGI, without
+    # Starlette's routing and exception-middleware wrappers around every send.
+    fast = {"/v1/chat/completions": generation("chat"), "/v1/completions": generation("completion"),
+            "/generate": generation("generate")}
+    bearer = f"Bearer {args.api_key}".encode() if args.api_key else None
 
     routes = [
         Route("/health", health, methods=["GET"]),
@@ -176,13 +173,32 @@ def build_app(state: SimState) -> Starlette:
         Route("/server_info", server_info, methods=["GET"]),
         Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
         Route("/metrics", metrics_ep, methods=["GET"]),
-        Route("/v1/chat/completions", generation("chat"), methods=["POST"]),
-        Route("/v1/completions", generation("completion"), methods=["POST"]),
-        Route("/generate", generation("generate"), methods=["POST"]),
     ]
     inner = Starlette(routes=routes)
 
     async def app(scope: dict[str, Any], receive: Any, send: Send) -> None:
-        await auth(scope, receive, send, inner)
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        path = scope["path"]
+        if bearer is not None and path not in OPEN_PATHS:
+            if dict(scope.get("headers") or []).get(b"authorization") != bearer:
+                await JSONResponse({"error": "Unauthorized"}, 401)(scope, receive, send)
+                return
+        handler = fast.get(path)
+        if handler is None:
+            await inner(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await PlainTextResponse("Method Not Allowed", 405)(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            msg = await receive()
+            chunks.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                break
+        response = await handler(b"".join(chunks))
+        await response(scope, receive, send)
 
     return app  # type: ignore[return-value]
