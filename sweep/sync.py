@@ -157,6 +157,7 @@ def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
 @dataclass
 class SyncReport:
     uploaded: list[tuple[Path, str]] = field(default_factory=list)
+    linked: list[tuple[Path, str]] = field(default_factory=list)  # run existed, file re-marked
     already: int = 0
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     failed: list[tuple[Path, str]] = field(default_factory=list)
@@ -206,7 +207,8 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
             continue
         try:
             parent = ensure_parent(tracker, sweep_dir) if sweep_dir is not None else None
-            out.uploaded.append((path, tracker.upload(doc, path.parent, parent_run_id=parent)))
+            run_id, created = tracker.upload_result(doc, path.parent, parent_run_id=parent)
+            (out.uploaded if created else out.linked).append((path, run_id))
         except Exception as exc:  # noqa: BLE001 - report every file, go on with the next
             out.failed.append((path, str(exc)))
     for sweep_dir, (tracker, had_record) in sweeps.items():
@@ -233,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from rich.console import Console
 
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per file, never wrapped
     if not args.dir.is_dir():
         console.print(f"[red]error[/red]: {args.dir}: not a directory")
         return 2
@@ -243,13 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                           progress=lambda p: status.update(f"syncing {p} ..."))
     for path, run_id in report.uploaded:
         console.print(f"[green]uploaded[/green] {path} -> run {run_id}")
+    for path, run_id in report.linked:
+        console.print(f"[cyan]linked[/cyan]   {path} -> existing run {run_id}")
     for path, run_id in report.parents:
         console.print(f"[green]parent[/green]   {path} -> run {run_id} (ended)")
     for path, why in report.skipped:
         console.print(f"[yellow]skipped[/yellow]  {path}: {why}")
     for path, why in report.failed:
         console.print(f"[red]failed[/red]   {path}: {why}")
-    console.print(f"{len(report.uploaded)} uploaded, {report.already} already in MLflow, "
+    console.print(f"{len(report.uploaded)} uploaded, {len(report.linked)} linked to existing runs, "
+                  f"{report.already} already in MLflow, "
                   f"{len(report.skipped)} skipped, {len(report.failed)} failed")
     if report.failed and any(isinstance(e, str) and "unreachable" in e for _, e in report.failed):
         console.print("start the tracking server (or pass --tracking-uri) and run sync again")

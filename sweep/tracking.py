@@ -61,6 +61,18 @@ SECRET_NAME = re.compile(r"(?:^|[_\-.])(?:api[_-]?key|apikey|password|passwd|sec
                          r"credentials?)(?:$|[_\-.])", re.IGNORECASE)
 NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes", "no", "***"})
 MASK = "***"
+# A saved runs-table view of the MLflow UI: trials only, grouped by box, best first.
+UI_VIEW_KEY = "specsweep-trials"
+UI_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
+UI_VIEW = {
+    "searchFilter": "tags.`specsweep.kind` = 'trial'",
+    "orderByKey": "metrics.`tok_s_c1`", "orderByAsc": False,
+    "selectedColumns": ["params.`spec.budget`", "params.`spec.topk`", "params.`spec.window`",
+                        "tags.`failure.reason`", "metrics.`tok_s_c1`", "metrics.`tok_s_peak`",
+                        "metrics.`speedup_vs_baseline`", "metrics.`accept_len`",
+                        "metrics.`coding_pass_rate`", "metrics.`ttft_ms_p50`", "metrics.`usd_per_mtok`"],
+    "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "hardware"}]},
+}
 
 _warned = False
 
@@ -442,6 +454,7 @@ class Tracker:
         if exp is not None:
             if exp.lifecycle_stage == "deleted":
                 client.restore_experiment(exp.experiment_id)
+            self._ui_defaults(client, exp)
             return str(exp.experiment_id)
         location = None
         if self.tracking_uri.startswith("sqlite:///"):
@@ -450,11 +463,29 @@ class Tracker:
             name = re.sub(r"[^\w.-]", "_", self.experiment)
             location = (db.parent / "mlruns" / name).as_uri()
         try:
-            return str(client.create_experiment(self.experiment, artifact_location=location))
+            exp_id = str(client.create_experiment(self.experiment, artifact_location=location))
         except MlflowException:  # created meanwhile by a parallel job
             if (exp := client.get_experiment_by_name(self.experiment)) is None:
                 raise
             return str(exp.experiment_id)
+        self._ui_defaults(client, client.get_experiment(exp_id))
+        return exp_id
+
+    @staticmethod
+    def _ui_defaults(client: Any, exp: Any) -> None:
+        """Open the experiment on its runs table, and register the comparison
+        view (``...#/experiments/<id>/runs?viewStateShareKey=specsweep-trials``).
+        Best effort: the view's JSON is the UI's, an unknown shape only hides it."""
+        tags = dict(exp.tags or {})
+        wanted = {UI_VIEW_TAG: json.dumps(UI_VIEW, sort_keys=True)}
+        if "mlflow.experimentKind" not in tags:  # never override the user's choice
+            wanted["mlflow.experimentKind"] = "custom_model_development"
+        for key, value in wanted.items():
+            if tags.get(key) != value:
+                try:
+                    client.set_experiment_tag(exp.experiment_id, key, value)
+                except Exception as exc:  # noqa: BLE001 - cosmetic only
+                    log.debug("could not set %s on the experiment: %s", key, exc)
 
     def find_run(self, tag: str, value: str, kind: str) -> Any:
         client, exp = self.connect()
@@ -495,6 +526,11 @@ class Tracker:
     def upload(self, result: dict[str, Any], job_dir: Path, *, parent_run_id: str | None = None) -> str:
         """Create the run unless this exact result is already complete in
         MLflow; then mark result.json synced. Raises on any MLflow error."""
+        return self.upload_result(result, job_dir, parent_run_id=parent_run_id)[0]
+
+    def upload_result(self, result: dict[str, Any], job_dir: Path, *,
+                      parent_run_id: str | None = None) -> tuple[str, bool]:
+        """``upload`` that also says whether a run was created (False: found)."""
         doc = normalize(result)
         rid = result_id(doc)
         client, exp = self.connect()
@@ -504,14 +540,15 @@ class Tracker:
 
             parent_run_id = ensure_parent(self, Path(sweep_dir))
         existing = self.find_run(TAG_RESULT_ID, rid, "trial")
-        if existing is not None and existing.data.tags.get(TAG_COMPLETE) == "true":
+        created = not (existing is not None and existing.data.tags.get(TAG_COMPLETE) == "true")
+        if not created:
             run_id = str(existing.info.run_id)
         else:
             if existing is not None:  # an upload that died half way
                 client.delete_run(existing.info.run_id)
             run_id = self._create_trial_run(doc, rid, Path(job_dir), parent_run_id)
         self._write_back(result, Path(job_dir), run_id)
-        return run_id
+        return run_id, created
 
     def _create_trial_run(self, doc: dict[str, Any], rid: str, job_dir: Path, parent: str | None) -> str:
         client, exp = self.connect()
