@@ -27,6 +27,7 @@ config, so they cannot reach a result file or MLflow.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import shlex
@@ -235,6 +236,10 @@ class Remote:
 
     def _build(self) -> Any:
         from fabric import Connection
+
+        quiet = logging.getLogger("paramiko")
+        if quiet.level == logging.NOTSET:  # "Connected"/"Authentication successful" at INFO: noise
+            quiet.setLevel(logging.WARNING)
 
         t = self.target
         timeout = max(1, int(round(t.connect_timeout)))

@@ -69,6 +69,8 @@ class LocalForward:
             return
         try:
             _pump(client, chan, self._stop)
+        except Exception:  # noqa: BLE001 - a peer went away: end this connection only
+            pass
         finally:
             chan.close()
             client.close()

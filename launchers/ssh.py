@@ -294,8 +294,7 @@ class SSHLauncher(ServerLauncher):
         while True:
             url = self._base_url(server)
             self._switch, self._watch_error = False, None
-            probing = (not self._tunnel_needed(server) and self._direct_ok is None
-                       and not loopback(self._http_host()))
+            probing = not self._tunnel_needed(server) and self._direct_ok is None
             try:
                 wait_ready(url, health_paths=paths, timeout_s=max(1.0, deadline - time.monotonic()),
                            poll_s=self._num("poll_interval_s", 1.0),

@@ -102,14 +102,18 @@ def test_sshd_killed_mid_start_is_ssh_dropped_and_stop_recovers(
         sshd.stop()
 
 
-def test_unreachable_box_at_stop_warns_instead_of_raising(ssh_box, ssh_cfg, trial, make_launcher,
+def test_drop_after_start_fails_log_reads_and_stop_warns_instead_of_raising(ssh_box, ssh_cfg, trial, make_launcher,
                                                           tmp_path, caplog) -> None:
     sshd = ssh_box.new_sshd()
     settings = ssh_cfg(sshd_port=sshd.port, known_hosts=str(ssh_box.keys.known_hosts(sshd.port)))
     cfg, launch = trial()
     lau = make_launcher(settings)
     handle = lau.ensure(launch, cfg.server, tmp_path / "job")
+    mark = lau.log_mark()
     sshd.kill_all()
+    with pytest.raises(LaunchFailure) as err:  # mid-benchmark: the trial fails as ssh_dropped
+        lau.log_since(mark)
+    assert err.value.reason == "ssh_dropped"
     lau.stop()  # must not raise: the trial's finally and atexit call it
     assert "may still be running" in caplog.text
     assert group_alive(handle.pid)
