@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from sweep.render import Launch
 
 MASK = "***"
+# Seconds after SIGTERM before the group also gets SIGINT (see LocalLauncher.stop).
+FORCE_QUIT_AFTER_S = 3.0
 INFO_PATHS = ("/get_server_info", "/server_info")
 _SECRET_KEYS = ("api_key", "token", "secret", "password")
 
@@ -260,21 +262,31 @@ class LocalLauncher(ServerLauncher):
         return proc is not None and proc.poll() is None
 
     def stop(self) -> None:
-        """SIGTERM the group, wait ``stop_grace_s``, SIGKILL it, reap. Idempotent.
+        """SIGTERM the group, then SIGINT, then SIGKILL at ``stop_grace_s``; reap. Idempotent.
 
-        A second Ctrl-C while waiting skips the grace period but still kills
-        the group before the KeyboardInterrupt propagates.
+        SGLang and the sim serve through uvicorn, whose SIGTERM shutdown waits
+        for open connections to close: after an interrupted benchmark the
+        controller's abandoned streams would hold the server for the whole
+        grace period and end in SIGKILL (skipping SGLang's own cleanup of its
+        children). A SIGINT after FORCE_QUIT_AFTER_S is uvicorn's "second
+        Ctrl-C": it quits without waiting, cleanly. A second Ctrl-C of ours
+        while waiting skips the grace period but still kills the group before
+        the KeyboardInterrupt propagates.
         """
         with self._lock:
             proc = self._proc
             if proc is None:
                 return
             pgid = proc.pid  # leader of its own session: pgid == pid
+            grace = self._num("stop_grace_s", 30.0)
+            nudge = min(FORCE_QUIT_AFTER_S, grace / 2)
             try:
                 _signal_group(pgid, signal.SIGTERM)
-                if not _wait_group(proc, pgid, self._num("stop_grace_s", 30.0)):
-                    _signal_group(pgid, signal.SIGKILL)
-                    _wait_group(proc, pgid, 10.0)
+                if not _wait_group(proc, pgid, nudge):
+                    _signal_group(pgid, signal.SIGINT)
+                    if not _wait_group(proc, pgid, grace - nudge):
+                        _signal_group(pgid, signal.SIGKILL)
+                        _wait_group(proc, pgid, 10.0)
             except BaseException:
                 _signal_group(pgid, signal.SIGKILL)
                 _wait_group(proc, pgid, 5.0)

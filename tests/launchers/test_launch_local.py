@@ -194,6 +194,20 @@ def test_stop_kills_the_whole_group(port: int, tmp_path: Path, ignore_term: bool
     assert not lau.alive()
 
 
+def test_a_server_stuck_in_graceful_shutdown_gets_sigint_not_sigkill(port: int, tmp_path: Path) -> None:
+    from launchers.local import FORCE_QUIT_AFTER_S
+
+    lau = LocalLauncher(settings(stop_grace_s=20.0))
+    handle = lau.ensure(toy_launch(port, "--term-waits"), make_server(port), tmp_path)
+    t0 = time.monotonic()
+    lau.stop()
+    took = time.monotonic() - t0
+    assert FORCE_QUIT_AFTER_S <= took < FORCE_QUIT_AFTER_S + 2.0
+    assert pid_gone(handle.pid)
+    log = (tmp_path / "server.log").read_text()
+    assert "Waiting for connections to close." in log and "stopped (exit code 0)" in log
+
+
 def test_api_key_never_reaches_the_log(launcher: LocalLauncher, port: int, tmp_path: Path) -> None:
     secret = "sk-very-secret-4242"
     launch = toy_launch(port, "--api-key", secret, secrets=frozenset({secret}))

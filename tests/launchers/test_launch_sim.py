@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 from typing import Iterator
@@ -16,11 +15,7 @@ from launchers.local import LocalLauncher, group_alive
 from sweep.config import TrialConfig
 from sweep.render import Launch
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("sweep.sim.__main__") is None,
-                       reason="the simulator (python -m sweep.sim) is not in this tree yet"),
-]
+pytestmark = pytest.mark.slow
 
 
 def compose(*overrides: str) -> tuple[TrialConfig, Launch]:
@@ -99,3 +94,23 @@ def test_sim_api_key_never_written(sim_launcher: LocalLauncher, tmp_path: Path) 
     assert secret.encode() not in raw
     assert b"--api-key" in raw and b"***" in raw
     assert secret not in repr(handle.info)
+
+
+def test_stop_with_an_open_stream_does_not_wait_out_the_grace(tmp_path: Path) -> None:
+    """An abandoned stream (an interrupted benchmark) must not hold the stop for stop_grace_s."""
+    lau = LocalLauncher(settings(stop_grace_s=20.0))
+    port = free_port()
+    trial, launch = compose(f"server.port={port}", "server.sim.load_seconds=0.2")
+    handle = lau.ensure(launch, trial.server, tmp_path)
+    body = {"model": trial.model.served_name, "stream": True, "max_tokens": 20000,
+            "ignore_eos": True, "messages": [{"role": "user", "content": "count to a million"}]}
+    with httpx.Client(trust_env=False, timeout=10) as client:
+        with client.stream("POST", f"{handle.base_url}/v1/chat/completions", json=body) as resp:
+            assert resp.status_code == 200
+            next(resp.iter_lines())  # streaming, and left open (an interrupted benchmark)
+            t0 = time.monotonic()
+            lau.stop()
+            took = time.monotonic() - t0
+    assert took < 8.0, f"stop waited {took:.1f} s"
+    assert pid_gone(handle.pid) and not group_alive(handle.pid)
+    assert "stopped (exit code -9)" not in (tmp_path / "server.log").read_text()

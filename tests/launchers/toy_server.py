@@ -19,14 +19,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 def spawn_tree(ignore_term: bool) -> None:
-    """Child that spawns a grandchild; both sleep (and maybe ignore SIGTERM)."""
+    """Child that spawns a grandchild; both sleep (and maybe ignore SIGTERM and SIGINT)."""
     code = (
         "import os, signal, subprocess, sys, time\n"
         f"ign = {ignore_term!r}\n"
-        "if ign: signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "if ign: signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
         "g = subprocess.Popen([sys.executable, '-c', "
         "'import signal, time, sys; ign = ' + repr(ign) + '\\n"
-        "if ign: signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+        "if ign: signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGINT, signal.SIG_IGN)\\n"
         "print(\"grandchild pid\", __import__(\"os\").getpid(), flush=True); time.sleep(600)'])\n"
         "print('child pid', os.getpid(), flush=True)\n"
         "time.sleep(600)\n"
@@ -45,11 +45,17 @@ def main() -> None:
     p.add_argument("--spawn-tree", action="store_true")
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--api-key", default=None)
+    p.add_argument("--term-waits", action="store_true",
+                   help="like uvicorn with open connections: SIGTERM waits, a SIGINT quits")
     p.add_argument("--tag", default="")
     args = p.parse_args()
     print(f"toy server starting argv={sys.argv[1:]} pid={os.getpid()}", flush=True)
-    if args.ignore_term:
+    if args.ignore_term:  # only SIGKILL ends it
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if args.term_waits:
+        signal.signal(signal.SIGTERM, lambda *_: print("Waiting for connections to close.", flush=True))
+        signal.signal(signal.SIGINT, lambda *_: os._exit(0))
     if args.spawn_tree:
         spawn_tree(args.ignore_term)
     started = time.monotonic()
