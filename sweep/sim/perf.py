@@ -287,12 +287,15 @@ def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec:
                     server_flags: Mapping[str, Any]) -> str | None:
     """The failure a real server would hit at startup for this setup, or None.
 
+    ``server_flags`` keys: disable_cuda_graph, skip_server_warmup,
+    mem_fraction_static (flag spellings with dashes are accepted too).
     Returns a reason key: ``cuda_graph`` (sm_103: a draft tree above
     quirks.cuda_graph_max_budget crashes at CUDA-graph capture unless
     --disable-cuda-graph), ``oom`` (weights + minimal KV don't fit), or
     ``missing_module`` (vision tower warmup imports flash_attn.cute unless
     --skip-server-warmup).
     """
+    server_flags = {str(k).lstrip("-").replace("-", "_"): v for k, v in server_flags.items()}
     if kv_capacity_tokens(hardware, model, server_flags.get("mem_fraction_static")) < 4096:
         return "oom"  # loading the weights fails first
     quirks = hardware.get("quirks") or {}

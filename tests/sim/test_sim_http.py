@@ -177,3 +177,22 @@ def test_api_key_guards_everything_but_health(sim_server) -> None:
         ok = c.get(sim.base_url + "/v1/models", headers={"Authorization": "Bearer sk-test-1"})
         assert ok.status_code == 200
     assert "sk-test-1" not in sim.log_text()
+
+
+def test_client_disconnect_aborts_the_request(sim_server) -> None:
+    sim = sim_server("server.sim.time_scale=1")
+    with httpx.Client(timeout=30, trust_env=False) as c:
+        with c.stream("POST", sim.base_url + "/v1/chat/completions",
+                      json={**CHAT, "stream": True, "max_tokens": 20000, "ignore_eos": True}) as r:
+            for i, _ in enumerate(r.iter_lines()):
+                if i > 6:
+                    break
+        deadline = time.monotonic() + 5
+        running = None
+        while time.monotonic() < deadline:
+            m = re.search(r"^sglang:num_running_reqs\{[^}]*\} (\S+)$", c.get(sim.base_url + "/metrics").text, re.M)
+            running = float(m.group(1)) if m else None
+            if running == 0.0:
+                break
+            time.sleep(0.1)
+    assert running == 0.0
