@@ -142,7 +142,8 @@ def meta_info(req: Request, width: int, spec_on: bool) -> dict[str, Any]:
 
 def usage(req: Request) -> dict[str, Any]:
     return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.completion_tokens,
-            "completion_tokens": req.completion_tokens, "prompt_tokens_details": None, "reasoning_tokens": 0}
+            "completion_tokens": req.completion_tokens, "prompt_tokens_details": None, "reasoning_tokens": 0,
+            "completion_tokens_details": None}
 
 
 def spec_details(mi: dict[str, Any]) -> dict[str, Any]:
@@ -176,12 +177,14 @@ async def stream_openai(kind: str, req: Request, opts: dict[str, Any], *, model:
     head += b'","created":' + created + b',"model":' + _dumps(model) + b',"choices":[{"index":0,'
     if kind == "chat":
         pre = head + b'"delta":{"reasoning_content":null,"content":'
-        suf = b'},"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+        open_ = b'},"logprobs":null,"finish_reason":null,"matched_stop":null}]'
+        suf = open_ + b'}\n\n'
         yield head + b'"delta":{"reasoning_content":null,"role":"assistant","content":""},' \
             b'"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
     else:
         pre = head + b'"text":'
-        suf = b',"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+        open_ = b',"logprobs":null,"finish_reason":null,"matched_stop":null}]'
+        suf = open_ + b',"usage":null}\n\n'
     so = opts.get("stream_options") or {}
     include_usage = bool(so.get("include_usage"))
     continuous = bool(so.get("continuous_usage_stats"))
@@ -192,7 +195,7 @@ async def stream_openai(kind: str, req: Request, opts: dict[str, Any], *, model:
             for s, e in chunks:
                 u = {"prompt_tokens": req.prompt_tokens, "completion_tokens": e,
                      "total_tokens": req.prompt_tokens + e}
-                out.append(pre + _dumps("".join(pieces[s:e])) + suf[:-3] + b',"usage":'
+                out.append(pre + _dumps("".join(pieces[s:e])) + open_ + b',"usage":'
                            + _dumps(u) + b"}\n\n")
             yield b"".join(out)
         else:

@@ -128,6 +128,13 @@ def test_responses_validate_against_sglang_protocol(sim_server) -> None:
         for e in cev[:-1]:
             proto.CompletionStreamResponse.model_validate(e)
         assert cev[-2]["usage"]["completion_tokens"] == 9
+        cont = sse_events(c.post(base + "/v1/chat/completions", json={
+            **CHAT, "max_tokens": 15, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}).text)
+        running = [e["usage"]["completion_tokens"] for e in cont[:-1] if e["choices"] and e.get("usage")]
+        for e in cont[:-1]:
+            proto.ChatCompletionStreamResponse.model_validate(e)
+        assert running == sorted(running) and running[-1] == 15
         models = proto.ModelList.model_validate(c.get(base + "/v1/models").json())
         assert models.data[0].id == "kimi-k2.6"
         bad = c.post(base + "/v1/chat/completions", json={**CHAT, "max_tokens": 0})
