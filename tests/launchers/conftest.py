@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Iterator
 
 import pytest
-from launcher_helpers import free_port, settings
+
+# The helpers sit beside this file; tests/launchers has no __init__.py on purpose
+# (a package named "launchers" would shadow the real one), so make them importable
+# under any --import-mode.
+sys.path.insert(0, str(Path(__file__).parent))
+from launcher_helpers import free_port, settings  # noqa: E402
 
 from launchers.local import LocalLauncher
 
