@@ -171,8 +171,10 @@ class OptunaSweeperImpl:
             log.error("trial %d: the job raised %s: %s", number, type(exc).__name__, exc,
                       exc_info=exc if isinstance(exc, BaseException) else None)
             outcome = _result.from_exception(exc)
-        if ret.working_dir:
-            outcome.user_attrs.setdefault("job_dir", str(ret.working_dir))
+        job_dir = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir") \
+            if ret.hydra_cfg is not None else None
+        if job_dir or ret.working_dir:
+            outcome.user_attrs.setdefault("job_dir", str(job_dir or ret.working_dir))
         return outcome
 
     def _extra(self, number: int, study_name: str) -> list[str]:

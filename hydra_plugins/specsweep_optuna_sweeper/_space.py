@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, Transformer
+from hydra.core.override_parser.types import Glob, Override, Transformer
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -146,6 +146,8 @@ def _numbers(values: Iterable[Any]) -> list[int | float]:
 def distribution(override: Override) -> BaseDistribution:
     """The Optuna distribution of one sweep override (see module docstring)."""
     line = override.input_line or _param_name(override)
+    if isinstance(override.value(), Glob):
+        raise SearchSpaceError(f"{line}: glob() selects config groups; list them with choice()")
     if override.is_choice_sweep():
         choices = list(override.sweep_iterator(transformer=Transformer.encode))
         for c in choices:

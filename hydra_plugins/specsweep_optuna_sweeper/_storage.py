@@ -34,9 +34,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 log = logging.getLogger(__name__)
 
-HOST_KEY = "specsweep:host"
-PID_KEY = "specsweep:pid"
-HEARTBEAT_KEY = "specsweep:heartbeat"
+OWNER_KEY = "specsweep:owner"          # {"host": ..., "pid": ...}
+HEARTBEAT_KEY = "specsweep:heartbeat"  # epoch seconds, refreshed while the job runs
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 
 
@@ -69,8 +68,8 @@ def open_storage(url: str | None, sweep_dir: str | os.PathLike[str]) -> tuple[st
 
 
 def mark_owner(storage: BaseStorage, trial_id: int) -> None:
-    storage.set_trial_system_attr(trial_id, HOST_KEY, socket.gethostname())
-    storage.set_trial_system_attr(trial_id, PID_KEY, os.getpid())
+    storage.set_trial_system_attr(trial_id, OWNER_KEY, {"host": socket.gethostname(),
+                                                        "pid": os.getpid()})
     storage.set_trial_system_attr(trial_id, HEARTBEAT_KEY, time.time())
 
 
@@ -88,7 +87,8 @@ def stale_reason(trial: FrozenTrial, stale_after: float, now: float | None = Non
     """Why a RUNNING trial is abandoned, or None while its owner may still be working on it."""
     now = time.time() if now is None else now
     attrs = trial.system_attrs
-    host, pid = attrs.get(HOST_KEY), attrs.get(PID_KEY)
+    owner = attrs.get(OWNER_KEY) or {}
+    host, pid = owner.get("host"), owner.get("pid")
     if host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid() \
             and not _pid_alive(pid):
         return f"its sweeper process {pid} is gone"
