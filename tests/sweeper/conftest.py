@@ -27,7 +27,7 @@ def env() -> dict[str, str]:
 
 def app_argv(sweep_dir: Path, storage: str, *overrides: str) -> list[str]:
     return [sys.executable, str(APP), "-m", "hydra/sweeper=optuna", f"hydra.sweep.dir={sweep_dir}",
-            f"hydra.sweeper.storage={storage}", "hydra.sweeper.plots.enabled=false", *overrides]
+            f"hydra.sweeper.storage='{storage}'", "hydra.sweeper.plots.enabled=false", *overrides]
 
 
 @pytest.fixture
