@@ -214,7 +214,9 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             header.append("server command: " + command.replace("\n", " "))
         best_path = sweep_dir / "best.yaml"
         best_path.write_text(best_yaml(best, space, groups, config_name, header))
-        print(f"best feasible: trial {best.number}: {_values_line(best, metric_names)}")
+        label = "best feasible" if len(study.directions) == 1 else \
+            f"best feasible by {metric_names[0]} on the Pareto front"
+        print(f"{label}: trial {best.number}: {_values_line(best, metric_names)}")
         print("  params: " + " ".join(f"{k}={format_value(v)}" for k, v in best.params.items()))
         vals = best.user_attrs.get("values")
         if isinstance(vals, Mapping) and vals.get("speedup_vs_baseline") is not None:
