@@ -148,7 +148,10 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
                 ax.annotate(f"baseline {(base.get('trial') or {}).get('hardware')}", (0, value),
                             xycoords=("axes fraction", "data"), fontsize="x-small", color="gray")
         budgets = sorted({b for pts in series.values() for b, _ in pts})
+        if budgets[0] > 0 and budgets[-1] >= 4 * budgets[0]:
+            ax.set_xscale("log", base=2)  # budgets are usually powers of two
         ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
+        ax.margins(x=0.1)
         ax.set_xlabel("draft budget (spec.budget)")
         ax.set_ylabel(f"{metric} (output tok/s)")
         ax.grid(True, alpha=0.3)

@@ -209,14 +209,28 @@ def docs_from_mlflow(tracking_uri: str | None, experiment: str, *, sweep_id: str
     for run in runs:
         doc = _doc_from_run(run)
         if full:
-            try:
-                path = client.download_artifacts(run.info.run_id, "result.json")
-                doc = json.loads(Path(path).read_text())
-            except Exception:  # noqa: BLE001 - fall back to the run's own data
-                pass
+            doc = _full_doc(client, run) or doc
         docs.append(doc)
         sources.append(run.info.run_id)
     return docs, sources
+
+
+def _full_doc(client: Any, run: Any) -> dict[str, Any] | None:
+    """The run's result.json: the local file when it is still there, else the artifact."""
+    import os
+
+    local = Path(run.data.tags.get("specsweep.job_dir") or "/nonexistent") / "result.json"
+    try:
+        doc = json.loads(local.read_text())
+        if (doc.get("mlflow") or {}).get("run_id") == run.info.run_id:
+            return doc
+    except (OSError, ValueError):
+        pass
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        return json.loads(Path(client.download_artifacts(run.info.run_id, "result.json")).read_text())
+    except Exception:  # noqa: BLE001 - fall back to the run's own data
+        return None
 
 
 def write_plots(rows: Sequence[Row], out_dir: Path) -> list[Path]:

@@ -426,6 +426,11 @@ class Tracker:
     def display_uri(self) -> str:
         return safe_uri(self.tracking_uri)
 
+    def _dir(self, path: str | Path) -> Path:
+        """Hydra's sweep dir is relative to the launch dir, not to a job's cwd."""
+        path = Path(path)
+        return path if path.is_absolute() else self._base / path
+
     def connect(self) -> tuple[Any, str]:
         """(client, experiment id); raises TrackingUnavailable with the reason."""
         if self._client is not None and self._experiment_id is not None:
@@ -535,10 +540,10 @@ class Tracker:
         rid = result_id(doc)
         client, exp = self.connect()
         sweep_dir = (doc.get("trial") or {}).get("sweep_dir")
-        if parent_run_id is None and sweep_dir and (Path(sweep_dir) / PARENT_FILE).exists():
+        if parent_run_id is None and sweep_dir and (self._dir(sweep_dir) / PARENT_FILE).exists():
             from sweep.sync import ensure_parent  # start_parent ran while MLflow was down
 
-            parent_run_id = ensure_parent(self, Path(sweep_dir))
+            parent_run_id = ensure_parent(self, self._dir(sweep_dir))
         existing = self.find_run(TAG_RESULT_ID, rid, "trial")
         created = not (existing is not None and existing.data.tags.get(TAG_COMPLETE) == "true")
         if not created:
@@ -595,9 +600,10 @@ class Tracker:
             return None
         from sweep.sync import ensure_parent, record_parent_start
 
-        record_parent_start(self, Path(sweep_dir), name, params)
+        sweep_dir = self._dir(sweep_dir)
+        record_parent_start(self, sweep_dir, name, params)
         try:
-            return ensure_parent(self, Path(sweep_dir))
+            return ensure_parent(self, sweep_dir)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
             _warn_once(f"{exc}; the sweep goes on with results on disk: "
                        f"`python -m sweep.sync {sweep_dir}` uploads them later")
@@ -607,7 +613,7 @@ class Tracker:
         """Run id recorded by start_parent (None when MLflow was down then)."""
         from sweep.sync import read_parent_file
 
-        return read_parent_file(Path(sweep_dir)).get("run_id") or None
+        return read_parent_file(self._dir(sweep_dir)).get("run_id") or None
 
     def end_parent(self, sweep_dir: Path, status: str = "FINISHED") -> None:
         """Sweep-level plots and summary table, then end the parent run."""
@@ -615,8 +621,9 @@ class Tracker:
             return
         from sweep.sync import finalize_parent, record_parent_end
 
-        record_parent_end(Path(sweep_dir), status)
+        sweep_dir = self._dir(sweep_dir)
+        record_parent_end(sweep_dir, status)
         try:
-            finalize_parent(self, Path(sweep_dir))
+            finalize_parent(self, sweep_dir)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
             _warn_once(f"{exc}; `python -m sweep.sync {sweep_dir}` finishes the parent run later")

@@ -92,3 +92,22 @@ def sqlite_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 def closed_port_uri() -> str:
     """An http URI nobody listens on: the tracking server is down."""
     return f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(scope="session")
+def http_sweep(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The issue's sweep (b300, budgets 8/16/32) logged once over HTTP, shared
+    by the HTTP checks and the UI check (each upload costs ~20 requests)."""
+    from result_docs import make_sweep
+
+    from sweep.tracking import Tracker
+
+    sweep_dir = tmp_path_factory.mktemp("http-sweep") / "multirun" / "2026-01-01" / "12-00-00"
+    trials = make_sweep(sweep_dir)
+    tracker = Tracker({"enabled": True, "tracking_uri": mlflow_server, "experiment": "http-sweep"})
+    parent = tracker.start_parent(sweep_dir, "b300 budget sweep", {"spec.budget": "8,16,32"})
+    run_ids = [tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir))
+               for job_dir, doc in trials]
+    tracker.end_parent(sweep_dir)
+    return {"url": mlflow_server, "experiment": "http-sweep", "parent": parent, "run_ids": run_ids,
+            "trials": trials, "sweep_dir": sweep_dir}

@@ -43,17 +43,13 @@ def _check_issue_sweep(url: str, experiment: str) -> None:
     assert parents[0].info.status == "FINISHED"
 
 
-def test_sweep_over_http(mlflow_server: str, tmp_path: Path) -> None:
-    sweep_dir = tmp_path / "multirun" / "2026-01-01" / "12-00-00"
-    trials = make_sweep(sweep_dir)
-    tracker = Tracker({"enabled": True, "tracking_uri": mlflow_server, "experiment": "http-sweep"})
-    parent = tracker.start_parent(sweep_dir, "b300 budget sweep", {"spec.budget": "8,16,32"})
-    for job_dir, doc in trials:
-        run_id = tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir))
-        assert run_id and doc["mlflow"]["run_id"] == run_id and read(job_dir)["mlflow"]["synced"] is True
-    tracker.end_parent(sweep_dir)
-    assert parent
-    _check_issue_sweep(mlflow_server, "http-sweep")
+def test_sweep_over_http(http_sweep: dict) -> None:
+    assert http_sweep["parent"] and all(http_sweep["run_ids"])
+    for (job_dir, doc), run_id in zip(http_sweep["trials"], http_sweep["run_ids"]):
+        assert doc["mlflow"]["run_id"] == run_id
+        assert read(job_dir)["mlflow"] == {"run_id": run_id, "synced": True,
+                                           "tracking_uri": http_sweep["url"], "experiment": "http-sweep"}
+    _check_issue_sweep(http_sweep["url"], "http-sweep")
 
 
 def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, tmp_path: Path,

@@ -96,3 +96,26 @@ def test_unwritable_store_warns_once_and_keeps_the_result(tmp_path: Path, caplog
         assert [tracker.log_trial(doc, job_dir, parent_run_id=None) for job_dir, doc in trials] == [None] * 3
     assert len([r for r in caplog.records if r.name == "sweep.tracking"]) == 1
     assert all(read(job_dir)["mlflow"]["synced"] is False for job_dir, _ in trials)
+
+
+def test_relative_sweep_dir_is_the_launch_dirs(tmp_path: Path, sqlite_uri: str,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hydra gives ``multirun/<date>/<time>`` relative to the launch dir; a job
+    whose cwd is its own dir (hydra.job.chdir) must still find the same parent."""
+    import sweep.tracking as tracking
+
+    monkeypatch.chdir(tmp_path)
+    rel = Path("multirun") / "2026-01-01" / "15-00-00"
+    settings = {"tracking_uri": sqlite_uri, "experiment": "relative"}
+    parent = Tracker(settings).start_parent(rel, "relative sweep", {})
+    trials = make_sweep(tmp_path / rel)
+    monkeypatch.setattr(tracking, "launch_dir", lambda: tmp_path)  # what Hydra reports
+    for job_dir, doc in trials:
+        monkeypatch.chdir(job_dir)
+        doc["trial"]["sweep_dir"] = str(rel)
+        tracker = Tracker(settings)
+        assert tracker.parent_for(rel) == parent
+        tracker.log_trial(doc, job_dir, parent_run_id=None)  # found through the record file
+    runs = _client(sqlite_uri).search_runs([_client(sqlite_uri).get_experiment_by_name("relative").experiment_id])
+    assert len(runs) == 4
+    assert sum(r.data.tags.get("mlflow.parentRunId") == parent for r in runs) == 3

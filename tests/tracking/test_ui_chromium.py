@@ -13,9 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from result_docs import make_sweep
-
-from sweep.tracking import UI_VIEW_KEY, Tracker
+from sweep.tracking import UI_VIEW_KEY
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -31,16 +29,11 @@ def _chromium(url: str, tmp: Path, screenshot: Path, budget_ms: int) -> str:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
-def test_mlflow_ui_lists_the_trials(mlflow_server: str, tmp_path: Path) -> None:
+def test_mlflow_ui_lists_the_trials(http_sweep: dict, tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
-    sweep_dir = tmp_path / "multirun" / "2026-01-01" / "14-00-00"
-    tracker = Tracker({"enabled": True, "tracking_uri": mlflow_server, "experiment": "ui-check"})
-    parent = tracker.start_parent(sweep_dir, "b300 budget sweep", {})
-    for job_dir, doc in make_sweep(sweep_dir):
-        assert tracker.log_trial(doc, job_dir, parent_run_id=parent)
-    tracker.end_parent(sweep_dir)
-    exp_id = MlflowClient(tracking_uri=mlflow_server).get_experiment_by_name("ui-check").experiment_id
+    mlflow_server = http_sweep["url"]
+    exp_id = MlflowClient(tracking_uri=mlflow_server).get_experiment_by_name(http_sweep["experiment"]).experiment_id
 
     url = f"{mlflow_server}/#/experiments/{exp_id}/runs?viewStateShareKey={UI_VIEW_KEY}"
     screenshot = tmp_path / "mlflow-ui.png"
