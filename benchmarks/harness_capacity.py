@@ -67,6 +67,7 @@ async def reference_client(base_url: str, payloads: list[dict[str, Any]], concur
     errors = 0
     todo = iter(payloads)
     marker = b'"completion_tokens":'
+    c0 = time.process_time()  # CPU of the whole run, setup included (as for the harness)
     ctx = httpx.create_ssl_context(trust_env=False)
 
     async def worker(client: httpx.AsyncClient) -> None:
@@ -87,11 +88,12 @@ async def reference_client(base_url: str, payloads: list[dict[str, Any]], concur
                                  limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
                for _ in range(concurrency)]
     try:
-        c0, t0 = time.process_time(), time.perf_counter()
+        t0 = time.perf_counter()
         await asyncio.gather(*(worker(c) for c in clients))
-        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+        dt = time.perf_counter() - t0
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
+    cpu = time.process_time() - c0
     return {"tok_s": tokens / dt, "tokens": tokens, "seconds": dt, "errors": errors, "cpu_s": cpu}
 
 
@@ -114,10 +116,11 @@ def server_tokens(metrics: dict[str, float]) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", type=int, default=128)
-    ap.add_argument("--requests", type=int, default=None, help="per run (default 4 x concurrency)")
+    ap.add_argument("--requests", type=int, default=None, help="per run (default 2 x concurrency)")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--context", type=int, default=60)
-    ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each client")
+    ap.add_argument("--rounds", type=int, default=7,
+                    help="paired runs of the two clients (short pairs: less drift within a pair)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. spec.budget=16)")
     args = ap.parse_args(argv)
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from sweep.bench.serverstats import fetch_metrics
 
     conc = args.concurrency
-    n = args.requests or 4 * conc
+    n = args.requests or 2 * conc
     log_dir = Path(tempfile.mkdtemp(prefix="specsweep-capacity-"))
     tc, sim = start(args.overrides, log_dir)
     base_url = sim.base_url
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness_capacity: simulator no-delay profile (server.sim.time_scale=0), "
               f"hardware={tc.hardware.name} spec={spec.algorithm} budget={spec.budget} topk={spec.topk}; "
               f"{n} requests x {args.max_tokens} tokens, context {args.context}, concurrency {conc}, "
-              f"{args.rounds} alternating rounds; {os.cpu_count()} CPUs shared by client and server",
+              f"{args.rounds} rounds (ABBA order); {os.cpu_count()} CPUs shared by client, server and anything "
+              f"else running (load average now {os.getloadavg()[0]:.1f})",
               flush=True)
         ref_prompts = PromptFactory(seed=1, namespace="reference")
         # A short warmup of both paths (imports, connection pools, the sim's JIT-free caches).
@@ -149,43 +153,45 @@ def main(argv: list[str] | None = None) -> int:
                                      max_tokens=32, ignore_eos=True) for _ in range(conc)], conc))
         harness_run(base_url, dataclasses.replace(wl, requests_per_cell=conc, max_tokens=32), model, 99)
 
-        ref_rates, harness_rates, cells, count_checks = [], [], [], []
-        ref_cpu: list[float] = []
-        harness_cpu: list[float] = []
+        ref_runs: list[dict[str, float]] = []
+        har_runs: list[tuple[Any, float, float | None]] = []   # (cell, CPU s, server token delta)
         for r in range(args.rounds):
             payloads = [build_payload(model, ref_prompts.make(args.context), max_tokens=args.max_tokens,
                                       ignore_eos=True) for _ in range(n)]
-            ref = asyncio.run(reference_client(base_url, payloads, conc))
-            before = fetch_metrics(base_url)
-            cell, cpu = harness_run(base_url, wl, model, seed=r)
-            after = fetch_metrics(base_url)
-            srv = server_tokens(after)
-            srv_delta = None if srv is None else srv - (server_tokens(before) or 0.0)
-            ref_rates.append(ref["tok_s"])
-            ref_cpu.append(ref["cpu_s"] / max(1, ref["tokens"]) * 1e6)
-            harness_cpu.append(cpu / max(1, cell.completion_tokens) * 1e6)
-            harness_rates.append(cell.output_tok_s)
-            cells.append(cell)
-            count_checks.append((cell.completion_tokens, srv_delta, cell.spec_tokens,
-                                 sum(x.chunks for x in cell.results)))
-            print(f"  round {r + 1}: reference {ref['tok_s']:>10,.0f} tok/s ({ref['tokens']:,} tokens in "
-                  f"{ref['seconds']:.2f} s, {ref['errors']} errors, {ref_cpu[-1]:.1f} CPU-s/Mtok) | harness {cell.output_tok_s:>10,.0f} tok/s "
-                  f"({cell.completion_tokens:,} tokens in {cell.duration_s:.2f} s, {cell.errors} errors, "
-                  f"{harness_cpu[-1]:.1f} CPU-s/Mtok, "
-                  f"TTFT p50 {cell.ttft_ms_p50} ms, ITL p50 {cell.itl_ms_p50} ms)", flush=True)
+            # ABBA order: neither client always runs first (load on a shared box drifts).
+            order = ("ref", "har") if r % 2 == 0 else ("har", "ref")
+            for who in order:
+                if who == "ref":
+                    ref_runs.append(asyncio.run(reference_client(base_url, payloads, conc)))
+                    continue
+                before = server_tokens(fetch_metrics(base_url))
+                cell, cpu = harness_run(base_url, wl, model, seed=r)
+                after = server_tokens(fetch_metrics(base_url))
+                har_runs.append((cell, cpu, None if after is None else after - (before or 0.0)))
+            ref, (cell, cpu, _) = ref_runs[-1], har_runs[-1]
+            print(f"  round {r + 1}: reference {ref['tok_s']:>9,.0f} tok/s ({ref['seconds']:.2f} s, "
+                  f"{ref['errors']} err, {ref['cpu_s'] / ref['tokens'] * 1e6:.1f} CPU-s/Mtok) | harness "
+                  f"{cell.output_tok_s:>9,.0f} tok/s ({cell.duration_s:.2f} s, {cell.errors} err, "
+                  f"{cpu / max(1, cell.completion_tokens) * 1e6:.1f} CPU-s/Mtok, TTFT p50 "
+                  f"{cell.ttft_ms_p50:.0f} ms) | ratio {cell.output_tok_s / ref['tok_s']:.3f}", flush=True)
     finally:
         sim.stop()
 
-    ref_med, har_med = statistics.median(ref_rates), statistics.median(harness_rates)
-    ratio = har_med / ref_med if ref_med else 0.0
-    harness_tokens = sum(c[0] for c in count_checks)
-    if all(c[1] is not None for c in count_checks):
-        server_count, source = sum(c[1] or 0 for c in count_checks), "server /metrics generation_tokens_total delta"
+    cells = [c for c, _, _ in har_runs]
+    ref_med = statistics.median(x["tok_s"] for x in ref_runs)
+    har_med = statistics.median(c.output_tok_s for c in cells)
+    ratio = statistics.median(c.output_tok_s / x["tok_s"] for c, x in zip(cells, ref_runs))
+    harness_tokens = sum(c.completion_tokens for c in cells)
+    if all(d is not None for _, _, d in har_runs):
+        server_count = sum(d or 0.0 for _, _, d in har_runs)
+        source = "the server's /metrics generation_tokens_total, delta over each harness run"
     else:
-        server_count, source = sum(c[2] for c in count_checks), "server meta_info.completion_tokens sum"
-    chunks = sum(c[3] for c in count_checks)
+        server_count, source = float(sum(c.spec_tokens for c in cells)), "the server's meta_info.completion_tokens"
+    chunks = sum(x.chunks for c in cells for x in c.results)
     delta = abs(harness_tokens - server_count) / server_count if server_count else 1.0
     errors = sum(c.errors for c in cells)
+    cpu_ref = statistics.median(x["cpu_s"] / x["tokens"] * 1e6 for x in ref_runs)
+    cpu_har = statistics.median(cpu / max(1, c.completion_tokens) * 1e6 for c, cpu, _ in har_runs)
     rows = [
         (f"harness vs reference client >= {TARGET_RATIO}x", f"{har_med:,.0f} vs {ref_med:,.0f} tok/s",
          f"{ratio:.3f}x", ratio >= TARGET_RATIO),
@@ -195,21 +201,20 @@ def main(argv: list[str] | None = None) -> int:
          f"{harness_tokens:,} vs {server_count:,.0f}", f"{delta:.4%} off", delta <= TARGET_COUNT_DELTA),
     ]
     print()
-    print(f"{'target':<44} {'measured (median of rounds)':<34} {'ratio':>12}  status")
+    print(f"{'target':<44} {'measured (medians over rounds)':<34} {'ratio':>12}  status")
     for name, measured, rat, ok in rows:
         print(f"{name:<44} {measured:<34} {rat:>12}  {'PASS' if ok else 'MISS'}")
-    cpu_ratio = statistics.median(harness_cpu) / statistics.median(ref_cpu)
-    print(f"{'(context) client CPU per token vs reference':<44} "
-          f"{statistics.median(harness_cpu):.1f} vs {statistics.median(ref_cpu):.1f} CPU-s/Mtok{'':<6} "
-          f"{cpu_ratio:>11.3f}x  info")
+    print(f"{'(info) client CPU per token vs reference':<44} "
+          f"{f'{cpu_har:.1f} vs {cpu_ref:.1f} CPU-s/Mtok':<34} {cpu_har / cpu_ref:>11.3f}x")
     print()
-    print(f"server count source: {source}; harness errors: {errors}; "
+    print("ratio = median of the per-round (paired) ratios; CPU = the client process, whole run")
+    print(f"server count from {source}; harness errors: {errors}; "
           f"accept length (meta_info): {trial_accept_len(cells)}")
     if harness_tokens:
         print(f"a client counting SSE chunks as tokens would have reported {chunks:,} tokens "
               f"({(chunks - harness_tokens) / harness_tokens:+.1%}): tokens come from usage")
     print(f"simulator log: {sim.log_path}")
-    missed = not all(r[3] for r in rows) or errors > 0
+    missed = not all(row[3] for row in rows) or errors > 0
     return 1 if (args.strict and missed) else 0
 
 

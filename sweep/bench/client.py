@@ -240,7 +240,7 @@ async def _run(client: "httpx.AsyncClient", payload: dict[str, Any], rec: Reques
                     continue
                 now = time.perf_counter()
                 buf = buf + piece if buf else piece
-                if b"\r" in buf:
+                if buf.find(b"\r") >= 0:  # CRLF line ends (find is cheaper than `in` here)
                     buf = buf.replace(b"\r\n", b"\n")
                 buf, err = st.feed(buf, now)
                 if err:

@@ -64,25 +64,21 @@ class Stream:
         self.finish: str | None = None
         self.last_arrival: float | None = None
 
-    def event(self, data: bytes) -> str | None:
-        """Handle one event's data; return an error kind or None."""
-        if data == b"[DONE]":
+    def _other(self, data: bytes) -> str | None:
+        """An event whose data is not a JSON object: [DONE], or malformed."""
+        if data.strip() == b"[DONE]":
             self.done = True
             return None
         try:
-            ev = loads(data)
+            loads(data)
         except ValueError:
             return "bad_sse"
-        if not isinstance(ev, dict):
-            return "bad_sse"
-        try:
-            return self._apply(ev)
-        except (AttributeError, KeyError, IndexError, TypeError):  # JSON, but not a chunk's shape
-            return "bad_sse"
+        return "bad_sse"  # valid JSON, but not an object
 
-    def _apply(self, ev: dict[str, Any]) -> str | None:
+    def _rare(self, ev: dict[str, Any]) -> str | None:
+        """Errors, usage and meta_info: the events that are not plain content."""
         if ev.get("error") or ev.get("object") == "error":
-            err = ev.get("error", ev)
+            err = ev.get("error") or ev
             msg = err.get("message") if isinstance(err, dict) else err
             self.rec.detail = str(msg)[:300]
             return "server_error"
@@ -92,17 +88,6 @@ class Stream:
         meta = meta_of(ev)
         if meta is not None:  # merged: later events may carry only part of the counters
             self.meta = {**self.meta, **meta} if self.meta else meta
-        choices = ev.get("choices")
-        if choices:
-            ch = choices[0]
-            delta = ch.get("delta") or {}
-            content = delta.get("content") or delta.get("reasoning_content")
-            if content:
-                self.parts.append(content)
-                self.rec.chunks += 1
-            fr = ch.get("finish_reason")
-            if fr:
-                self.finish = fr
         return None
 
     def arrival(self, now: float) -> None:
@@ -114,23 +99,63 @@ class Stream:
         self.last_arrival = now
 
     def feed(self, buf: bytes, now: float) -> tuple[bytes, str | None]:
-        """Consume complete events from ``buf``; return the rest and an error kind."""
-        before = self.rec.chunks
+        """Consume the complete events in ``buf`` (one network read's worth).
+
+        Returns the incomplete rest and an error kind (or None). Every event
+        is fully JSON-decoded, so a malformed one is always caught; the
+        common content chunk takes the shortest path through here.
+        """
+        *blocks, rest = buf.split(b"\n\n")
+        if not blocks:
+            return buf, None
+        parts = self.parts
+        n = 0
         err = None
-        while True:
-            end = buf.find(b"\n\n")
-            if end < 0:
-                break
-            block, buf = buf[:end], buf[end + 2:]
-            data = event_data(block)
-            if data is None:
+        for block in blocks:
+            if block[:6] == b"data: " and block.find(b"\n") < 0:
+                data = block[6:]
+            else:
+                got = event_data(block)
+                if got is None:
+                    continue  # a comment or a field we do not use
+                data = got
+            if data[:1] != b"{":
+                err = self._other(data)
+                if err or self.done:
+                    break
                 continue
-            err = self.event(data)
-            if err or self.done:
+            try:
+                ev = loads(data)
+                if "usage" in ev or "error" in ev or "meta_info" in ev or "sglext" in ev or "object" not in ev:
+                    err = self._rare(ev)
+                    if err:
+                        break
+                choices = ev.get("choices")
+                if choices:
+                    ch = choices[0]
+                    delta = ch.get("delta")
+                    if delta:
+                        content = delta.get("content") or delta.get("reasoning_content")
+                        if content:
+                            parts.append(content)
+                            n += 1
+                    fr = ch.get("finish_reason")
+                    if fr:
+                        self.finish = fr
+                        if "meta_info" in ch:
+                            self._rare({"meta_info": ch["meta_info"]})
+                    elif "meta_info" in ch:
+                        self._rare({"meta_info": ch["meta_info"]})
+            except ValueError:
+                err = "bad_sse"
                 break
-        if self.rec.chunks != before:
+            except (AttributeError, KeyError, IndexError, TypeError):  # JSON, but not a chunk's shape
+                err = "bad_sse"
+                break
+        if n:
+            self.rec.chunks += n
             self.arrival(now)
-        return buf, err
+        return (b"" if err or self.done else rest), err
 
 
 def event_data(block: bytes) -> bytes | None:
