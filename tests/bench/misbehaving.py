@@ -138,6 +138,9 @@ class MisbehavingServer:
         await _sse_head(w)
         if model == "ok":
             events = _good_events()
+        elif model == "slow_ok":  # 50 ms before the first token
+            await asyncio.sleep(0.05)
+            events = _good_events()
         elif model == "no_usage":
             events = _good_events(usage=False)
         elif model == "malformed_sse":
