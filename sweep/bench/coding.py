@@ -215,9 +215,15 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                                                  f"request failed: {rec.error}: {rec.detail or ''}".strip(),
                                                  rec.text))
                 else:
-                    run = await asyncio.to_thread(sandbox.run_python, program_for(prob, rec.text),
-                                                  timeout_s=workload.sandbox_timeout_s,
-                                                  memory_mb=workload.sandbox_memory_mb)
+                    try:
+                        run = await asyncio.to_thread(sandbox.run_python, program_for(prob, rec.text),
+                                                      timeout_s=workload.sandbox_timeout_s,
+                                                      memory_mb=workload.sandbox_memory_mb)
+                    except OSError as exc:  # no temp dir, no interpreter...: a failed problem, said why
+                        results.append(ProblemResult(prob.name, False, tok_s, rec.completion_tokens,
+                                                     f"sandbox could not run: {exc}", rec.text))
+                        bar.advance(task)
+                        continue
                     isolated = run.network_isolated and (isolated is None or isolated)
                     readonly = run.fs_readonly and (readonly is None or readonly)
                     results.append(ProblemResult(prob.name, run.passed, tok_s, rec.completion_tokens,
