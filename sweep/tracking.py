@@ -141,6 +141,11 @@ def _probe(uri: str, timeout: float = 3.0) -> str | None:
     if scheme not in NETWORK_PORTS or not parts.hostname:
         return None
     port = parts.port or NETWORK_PORTS[scheme]
+    if scheme in ("http", "https"):
+        import urllib.request
+
+        if urllib.request.getproxies().get(scheme) and not urllib.request.proxy_bypass(parts.hostname):
+            return None  # reached through a proxy: let MLflow's client try
     try:
         socket.create_connection((parts.hostname, port), timeout=timeout).close()
     except OSError as exc:
@@ -339,6 +344,10 @@ def trial_tags(doc: Mapping[str, Any], rid: str, parent: str | None, job_dir: Pa
         "overrides": " ".join(map(str, trial.get("overrides") or [])),
         "specsweep.job_dir": trial.get("job_dir") or str(job_dir),
     }
+    optuna = (doc.get("config") or {}).get("optuna") or {}  # ++optuna.* from the search sweeper
+    if isinstance(optuna, Mapping):
+        tags.update({f"optuna.{k}": optuna.get(k) for k in ("study_name", "trial_number")
+                     if optuna.get(k) is not None})
     if failure.get("reason"):
         tags["mlflow.note.content"] = (f"**{doc.get('status')}**: `{failure['reason']}` - "
                                        f"{failure.get('message') or ''}")

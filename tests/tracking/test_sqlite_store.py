@@ -113,9 +113,13 @@ def test_relative_sweep_dir_is_the_launch_dirs(tmp_path: Path, sqlite_uri: str,
     for job_dir, doc in trials:
         monkeypatch.chdir(job_dir)
         doc["trial"]["sweep_dir"] = str(rel)
+        doc["config"]["optuna"] = {"study_name": "b300-search", "trial_number": doc["trial"]["job_num"]}
         tracker = Tracker(settings)
         assert tracker.parent_for(rel) == parent
         tracker.log_trial(doc, job_dir, parent_run_id=None)  # found through the record file
     runs = _client(sqlite_uri).search_runs([_client(sqlite_uri).get_experiment_by_name("relative").experiment_id])
     assert len(runs) == 4
     assert sum(r.data.tags.get("mlflow.parentRunId") == parent for r in runs) == 3
+    children = [r for r in runs if r.info.run_id != parent]
+    assert sorted(r.data.tags["optuna.trial_number"] for r in children) == ["0", "1", "2"]
+    assert {r.data.tags["optuna.study_name"] for r in children} == {"b300-search"}
