@@ -28,11 +28,31 @@ def _settings(config: DictConfig) -> dict[str, Any]:
 
 
 class SweepCallback(Callback):
+    def __init__(self) -> None:
+        self._open_parent: tuple[dict[str, Any], Path] | None = None
+
+    def _end_killed(self) -> None:
+        """atexit: a multirun stopped by Ctrl-C never reaches on_multirun_end."""
+        if self._open_parent is None:
+            return
+        settings, sweep_dir = self._open_parent
+        self._open_parent = None
+        try:
+            from sweep.tracking import Tracker
+
+            Tracker(settings).end_parent(sweep_dir, "KILLED")
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         settings = _settings(config)
         if not settings.get("enabled", True) or config.get("dry_run"):
             return
         sweep_dir = Path(config.hydra.sweep.dir)
+        self._open_parent = (settings, sweep_dir)
+        import atexit
+
+        atexit.register(self._end_killed)
         try:
             from sweep.tracking import Tracker
 
@@ -57,6 +77,7 @@ class SweepCallback(Callback):
                 except Exception as exc:  # noqa: BLE001
                     log.warning("could not print the sweep summary: %s", exc)
             settings = _settings(config)
+            self._open_parent = None
             if settings.get("enabled", True) and not config.get("dry_run"):
                 try:
                     from sweep.tracking import Tracker

@@ -63,7 +63,9 @@ def _new_result(cfg: TrialConfig, launch: Launch, ctx: Mapping[str, Any]) -> dic
         "simulated": cfg.simulated,
         "trial": {
             "name": trial_name(cfg), "hardware": cfg.hardware.name, "spec": cfg.spec.algorithm,
-            "job_dir": str(ctx["job_dir"]), "sweep_id": sweep_dir.name if sweep_dir else None,
+            "job_dir": str(ctx["job_dir"]),
+            # date/time: unique across days (the bare time repeats)
+            "sweep_id": f"{sweep_dir.parent.name}/{sweep_dir.name}" if sweep_dir else None,
             "sweep_dir": str(sweep_dir) if sweep_dir else None, "job_num": ctx["job_num"],
             "overrides": ctx["overrides"], "started": resultfile.now_iso(), "finished": None,
         },
@@ -218,9 +220,9 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
             keep = bool(cfg.launcher.get("keep_server")) and interrupted is None
             if not keep:
                 launchers.stop_all()
+    _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
         raise interrupted
-    _record(cfg, doc, ctx, path)
     _summary(doc)
     return score.trial_return(doc, cfg.raw.get("objective") or {}, str(path))
 
