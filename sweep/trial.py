@@ -216,10 +216,10 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
             _attach_baseline(cfg, doc, ctx, path)
             doc["metrics"]["speedup_vs_baseline"] = doc["speedup_vs_baseline"]
         resultfile.write_atomic(path, resultfile.clean_number(doc))
-        if interrupted is not None or ctx["sweep_dir"] is None:
-            keep = bool(cfg.launcher.get("keep_server")) and interrupted is None
-            if not keep:
-                launchers.stop_all()
+        if interrupted is not None:
+            launchers.stop_all(force=True)  # Ctrl-C stops even a keep_server server
+        elif ctx["sweep_dir"] is None:
+            launchers.stop_all()  # respects launcher.keep_server
     _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
         raise interrupted
