@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -84,8 +84,9 @@ class ModelJob:
     def __init__(self, cfg: Any, objective: str) -> None:
         from omegaconf import OmegaConf
 
-        plain = {k: OmegaConf.to_container(cfg[k], resolve=True)
-                 for k in ("hardware", "model", "spec", "server")}
+        plain: dict[str, dict[str, Any]] = {
+            k: cast("dict[str, Any]", OmegaConf.to_container(cfg[k], resolve=True))
+            for k in ("hardware", "model", "spec", "server")}
         self.hw, self.model, self.spec = plain["hardware"], plain["model"], plain["spec"]
         self.flags = {k: plain["server"].get(k) for k in ("skip_server_warmup", "disable_cuda_graph")}
         self.value = objective_fn(objective, self.hw, self.model)
@@ -114,8 +115,8 @@ class ModelJob:
         self.runs += 1
         if reason != "config_error":
             self.starts += 1
-        if reason:
-            return _result.failed(reason)
+        if reason or value is None:
+            return _result.failed(reason or "no_objective")
         return _result.Outcome(TrialState.COMPLETE, [value], {"crashed": 0.0}, {"status": "ok"})
 
 
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     job = ModelJob(cfg, args.objective)
     grid = [dict(zip(SPACE, combo)) for combo in itertools.product(*SPACE.values())]
     scored = [(job.truth({k: str(v) for k, v in p.items()}), p) for p in grid]
-    feasible = [(v, p) for (v, r), p in scored if r is None]
+    feasible = [(v, p) for (v, r), p in scored if r is None and v is not None]
     best = max(v for v, _ in feasible)
     winners = [p for v, p in feasible if v >= best * (1 - 1e-9)]
     crashes = sum(1 for (_, r), _ in scored if r not in (None, "config_error"))

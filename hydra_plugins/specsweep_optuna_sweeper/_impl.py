@@ -116,10 +116,10 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
                study_name: str) -> tuple[optuna.Study, str]:
     """Create or load the study, fail stale trials, install the (resume-offset) sampler."""
     storage, shown = _storage.open_storage(settings.storage, sweep_dir)
-    study = optuna.create_study(study_name=study_name, storage=storage,
-                                directions=settings.directions, load_if_exists=True,
-                                sampler=optuna.samplers.RandomSampler(seed=settings.seed))
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
+    study = optuna.create_study(study_name=study_name, storage=storage,
+                                directions=wanted, load_if_exists=True,
+                                sampler=optuna.samplers.RandomSampler(seed=settings.seed))
     if study.directions != wanted:
         raise ValueError(f"study {study_name!r} in {shown} has directions "
                          f"{[d.name.lower() for d in study.directions]}, not {settings.directions}: "
@@ -167,10 +167,10 @@ class OptunaSweeperImpl:
             outcome = _result.from_return(ret.return_value, self.settings.metrics,
                                           len(self.settings.directions))
         else:
-            exc = ret._return_value
-            log.error("trial %d: the job raised %s: %s", number, type(exc).__name__, exc,
-                      exc_info=exc if isinstance(exc, BaseException) else None)
-            outcome = _result.from_exception(exc)
+            raised = ret._return_value
+            log.error("trial %d: the job raised %s: %s", number, type(raised).__name__, raised,
+                      exc_info=raised if isinstance(raised, BaseException) else None)
+            outcome = _result.from_exception(raised)
         job_dir = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir") \
             if ret.hydra_cfg is not None else None
         if job_dir or ret.working_dir:

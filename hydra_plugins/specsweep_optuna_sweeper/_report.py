@@ -155,11 +155,12 @@ def plots(study: optuna.Study, out: Path, contour: Sequence[str] | None,
     if multi:
         jobs.append(("pareto", "plot_pareto_front", {"target_names": names}))
     written: list[Path] = []
+    ovp: Any = None
     try:
         import plotly  # noqa: F401
         from optuna import visualization as ovp
     except ImportError:
-        ovp = None
+        pass
     for stem, fn, kw in jobs:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

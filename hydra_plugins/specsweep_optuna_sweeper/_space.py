@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Glob, Override, Transformer
+from hydra.core.override_parser.types import Glob, IntervalSweep, Override, RangeSweep, Transformer
 from optuna.distributions import (
     BaseDistribution,
     CategoricalDistribution,
@@ -148,20 +148,18 @@ def distribution(override: Override) -> BaseDistribution:
     line = override.input_line or _param_name(override)
     if isinstance(override.value(), Glob):
         raise SearchSpaceError(f"{line}: glob() selects config groups; list them with choice()")
+    sweep = override.value()
     if override.is_choice_sweep():
         choices = list(override.sweep_iterator(transformer=Transformer.encode))
         for c in choices:
             if c is not None and not isinstance(c, (str, int, float, bool)):
                 raise SearchSpaceError(f"{line}: choice() takes str/int/float/bool/null, got {c!r}")
-        return CategoricalDistribution(choices)
-    if override.is_range_sweep():
-        sweep = override.value()
+        return CategoricalDistribution(cast("list[Any]", choices))
+    if isinstance(sweep, RangeSweep):
         values = list(override.sweep_iterator(transformer=Transformer.encode))
-        if getattr(sweep, "shuffle", False):
-            return CategoricalDistribution(values)
+        if sweep.shuffle:
+            return CategoricalDistribution(cast("list[Any]", values))
         nums = _numbers(values)
-        if not nums:
-            raise SearchSpaceError(f"{line}: empty range")
         step = abs(sweep.step) if sweep.step is not None else 1
         low, high = min(nums), max(nums)
         if all(isinstance(v, int) for v in nums) and float(step).is_integer():
@@ -169,12 +167,12 @@ def distribution(override: Override) -> BaseDistribution:
         if len(nums) == 1:
             return CategoricalDistribution(nums)
         return FloatDistribution(float(low), float(high), step=float(step))
-    if override.is_interval_sweep():
-        sweep = override.value()
+    if isinstance(sweep, IntervalSweep):
         log = "log" in (sweep.tags or set())
         if isinstance(sweep.start, int) and isinstance(sweep.end, int):
             return IntDistribution(sweep.start, sweep.end, log=log)
-        return FloatDistribution(float(sweep.start), float(sweep.end), log=log)
+        return FloatDistribution(float(cast(float, sweep.start)), float(cast(float, sweep.end)),
+                                 log=log)
     raise SearchSpaceError(f"{line}: only choice, range, interval (optionally tag(log, ...)) "
                            "can be searched by the Optuna sweeper")
 
