@@ -6,8 +6,9 @@ import sys
 
 
 def main() -> None:
-    from sweep import preflight
+    from sweep import plugins, preflight
 
+    plugins.register()
     preflight.check(sys.argv[1:])
     from sweep.app import task
 

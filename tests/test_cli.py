@@ -41,3 +41,14 @@ def test_dry_run_ddtree_sglang(tmp_path) -> None:
     last = out.stdout.strip().splitlines()[-1]
     assert "SGLANG_DDTREE_MAX_TOPK=4" in last
     assert "--speculative-algorithm DDTREE" in last and "--speculative-ddtree-budget 8" in last
+
+
+def test_sweeper_plugin_is_found_outside_the_repo(tmp_path) -> None:
+    """An editable install hides hydra_plugins from Hydra's scan; sweep.plugins registers it."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-m", "sweep", "--info", "plugins"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "SpecsweepOptunaSweeper" in out.stdout
