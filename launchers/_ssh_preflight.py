@@ -66,7 +66,7 @@ def server_python(launch: "Launch") -> str:
 
 
 def script(trial: "TrialConfig | None", launch: "Launch", *, workdir: str, port: int,
-           mode: str) -> str:
+           mode: str, systemd: dict[str, Any] | None = None) -> str:
     """One POSIX sh script printing a MARK-delimited section per finding."""
     sec = lambda name: f"echo '{MARK}{name}'"  # noqa: E731
     lines = [
@@ -90,9 +90,25 @@ def script(trial: "TrialConfig | None", launch: "Launch", *, workdir: str, port:
         "for t in setsid nohup ps systemctl journalctl; do "
         "if command -v $t >/dev/null 2>&1; then echo \"$t yes\"; else echo \"$t no\"; fi; done",
     ]
+    lines += _systemd_lines(systemd or {}, sec)
     for label, path in _model_paths(trial):
         lines += [sec(f"path:{label}"), f"if [ -e {rpath(path)} ]; then echo yes; else echo no; fi"]
     return "\n".join(lines) + "\n"
+
+
+def _systemd_lines(systemd: dict[str, Any], sec: Callable[[str], str]) -> list[str]:
+    """systemd mode: can we write the unit (sudo or a writable unit dir); drop-in: does the unit exist."""
+    if not systemd:
+        return []
+    unit_dir, unit = systemd["unit_dir"], systemd["unit"]
+    sudo = "sudo -n " if systemd.get("sudo") else ""
+    lines = [sec("unitdir"),
+             "if sudo -n true 2>/dev/null; then echo yes; else echo no; fi" if sudo else
+             f"if [ -w {shlex.quote(unit_dir)} ]; then echo yes; else echo no; fi"]
+    if systemd.get("dropin"):
+        lines += [sec("baseunit"), f"if {sudo}systemctl cat {shlex.quote(unit)} >/dev/null 2>&1; "
+                  "then echo yes; else echo no; fi"]
+    return lines
 
 
 def _model_paths(trial: "TrialConfig | None") -> list[tuple[str, str]]:
@@ -152,6 +168,15 @@ def evaluate(output: str, trial: "TrialConfig | None", launch: "Launch", *, port
     checks.append(Check("executable", "fail" if exe == "(missing)" else "ok",
                         f"{launch.argv[0]} not found on the remote PATH (server.executable)"
                         if exe == "(missing)" else exe))
+    if "unitdir" in s:
+        ok = s["unitdir"][:1] == ["yes"]
+        checks.append(Check("unit dir", "ok" if ok else "fail", "the unit file can be written" if ok
+                            else "cannot write the unit file: run as root, or set launcher.sudo=true "
+                            "(passwordless sudo) or another launcher.unit_dir"))
+    if "baseunit" in s:
+        ok = s["baseunit"][:1] == ["yes"]
+        checks.append(Check("unit", "ok" if ok else "fail", "the unit to drop into exists" if ok
+                            else "launcher.dropin=true needs an existing launcher.unit on the box"))
     tools = dict(line.split(" ", 1) for line in s.get("tools", []) if " " in line)
     need = {"process": ("setsid", "nohup", "ps"), "systemd": ("systemctl", "journalctl")}.get(mode, ())
     missing = [t for t in need if tools.get(t) != "yes"]
@@ -215,7 +240,13 @@ def run_checks(run: Callable[[str], "Result"], trial: "TrialConfig | None", laun
     mode = str(settings.get("mode") or "process")
     workdir = str(settings.get("workdir") or "/tmp/specsweep")
     min_free = float(settings.get("min_free_gb") or DEFAULT_MIN_FREE_GB)
-    res = run(script(trial, launch, workdir=workdir, port=port, mode=mode))
+    systemd = None
+    if mode == "systemd":
+        unit = str(settings.get("unit") or "sglang-sweep.service")
+        systemd = {"unit": unit if unit.endswith(".service") else unit + ".service",
+                   "unit_dir": str(settings.get("unit_dir") or "/etc/systemd/system"),
+                   "sudo": bool(settings.get("sudo")), "dropin": bool(settings.get("dropin"))}
+    res = run(script(trial, launch, workdir=workdir, port=port, mode=mode, systemd=systemd))
     return evaluate(res.out, trial, launch, port=port, mode=mode, workdir=workdir,
                     port_owned=port_owned, min_free_gb=min_free)
 

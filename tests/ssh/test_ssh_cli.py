@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ssh_harness import free_port
+
 from launchers.local import group_alive
 
 API_KEY = "sk-cli-sentinel-3141"
@@ -33,7 +35,7 @@ def _run(ssh_box, tmp_path: Path, *extra: str, mlflow: bool = False) -> subproce
     cmd = [sys.executable, "-m", "sweep", "launcher=ssh", "launcher.host=127.0.0.1",
            f"launcher.port={ssh_box.port}", "launcher.user=root", *extra, "launcher.mode=process",
            "workload=smoke", *tracking, f"launcher.workdir={tmp_path / 'remote'}",
-           "server.sim.load_seconds=0.3"]
+           "server.sim.load_seconds=0.3", f"server.port={free_port()}"]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ssh_harness import free_port
 
 from launchers._ssh_preflight import arch_to_cap, looks_local
 from launchers.base import LaunchFailure
@@ -42,7 +43,7 @@ def _ssh_overrides(ssh_box, tmp_path: Path, *extra: str) -> list[str]:
             "launcher.user=root", f"launcher.key_filename={ssh_box.keys.user}",
             f"launcher.known_hosts={ssh_box.keys.known_hosts(ssh_box.port)}",
             "launcher.mode=process", f"launcher.workdir={tmp_path / 'remote'}",
-            "launcher.min_free_gb=0.01", *extra]
+            "launcher.min_free_gb=0.01", f"server.port={free_port()}", *extra]
 
 
 def _doctor(*overrides: str) -> subprocess.CompletedProcess[str]:
