@@ -126,3 +126,17 @@ def test_port_taken_by_a_stranger_fails_preflight(ssh_cfg, trial, make_launcher,
             make_launcher(ssh_cfg()).ensure(launch, cfg.server, tmp_path / "job")
     assert err.value.reason == "preflight"
     assert f"{cfg.server.port} is already in use" in err.value.message
+
+
+def test_doctor_runs_locally_for_launcher_local() -> None:
+    res = _doctor(f"server.port={free_port()}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "this machine (launcher=local)" in res.stdout and "ssh" not in res.stdout.split("┃")[0]
+
+
+def test_secrets_in_the_launcher_config_are_refused(ssh_cfg, trial, make_launcher, tmp_path) -> None:
+    cfg, launch = trial()
+    with pytest.raises(LaunchFailure) as err:
+        make_launcher(ssh_cfg(password="hunter2")).ensure(launch, cfg.server, tmp_path / "job")
+    assert err.value.reason == "preflight" and "SPECSWEEP_SSH_PASSWORD" in err.value.message
+    assert "hunter2" not in str(err.value)
