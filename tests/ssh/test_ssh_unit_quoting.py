@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import systemd_standin as sd
+import standin_unitfile as sd
 
 from launchers._ssh_unit import check_launch, env_file, exec_line, render_unit
 from launchers.base import LaunchFailure
