@@ -22,6 +22,19 @@ Why each mechanism is here:
 * **Stop**: SIGTERM to the group, ``stop_grace_s``, SIGKILL to the group,
   reap. Members that are already zombies count as gone (a PID 1 that does not
   reap orphans, as in some containers, leaves them forever).
+* **A state file per server** (:mod:`launchers._state`,
+  ``<launcher.state_dir>/<host>_<port>.json``): a server kept with
+  ``keep_server=true`` outlives this process, and the next ``python -m
+  sweep`` -- a new process -- finds it there. Same fingerprint and healthy:
+  it is *adopted* (reused, no ~150 s restart; ``stop``/``alive``/log windows
+  work on it as on our own child). Different fingerprint: it is stopped like
+  our own and the new server started. A file whose process is gone, or whose
+  pid now belongs to another process (different start time), is stale:
+  removed, and nothing it names is ever signalled. A port held by anything
+  else stays ``port_in_use``.
+* **Kept server with secrets**: the redacting pump must outlive us too (a
+  pump thread would die with us and leave the server writing into a broken
+  pipe), so it is a small process of its own, in its own session.
 """
 
 from __future__ import annotations
@@ -29,6 +42,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
+import logging
 import os
 import signal
 import socket
@@ -42,6 +57,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 import httpx
 
+from launchers import _state
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, wait_ready
@@ -49,6 +65,8 @@ from launchers.readiness import check_health, wait_ready
 if TYPE_CHECKING:
     from sweep.config import Server
     from sweep.render import Launch
+
+logger = logging.getLogger(__name__)
 
 MASK = "***"
 # Seconds after SIGTERM before the group also gets SIGINT (see LocalLauncher.stop).
@@ -165,6 +183,21 @@ def _pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
             dst.flush()
 
 
+# The redacting pump of a kept server, as a process (stdlib only; secrets come in the
+# environment, never on a command line; argv[1] is the log file).
+_PUMP_PROCESS = r"""
+import json, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+secrets = sorted((s for s in json.loads(os.environ.pop("SPECSWEEP_REDACT")) if s), key=len, reverse=True)
+with open(sys.argv[1], "ab", buffering=0) as dst:
+    for line in iter(sys.stdin.buffer.readline, b""):
+        text = line.decode("utf-8", "surrogateescape")
+        for s in secrets:
+            text = text.replace(s, "***")
+        dst.write(text.encode("utf-8", "surrogateescape"))
+"""
+
+
 def _read_from(path: Path, offset: int) -> str:
     try:
         with open(path, "rb") as f:
@@ -203,8 +236,13 @@ class LocalLauncher(ServerLauncher):
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
         self._lock = threading.RLock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        # our child, or a kept server an earlier run started (adopted)
+        self._proc: subprocess.Popen[bytes] | _state.AdoptedProcess | None = None
         self._pump_thread: threading.Thread | None = None
+        self._pump_proc: subprocess.Popen[bytes] | None = None
+        self._state_path: Path | None = None
+        self._port_note = ""  # what the state dir said about a busy port (for port_in_use)
+        self._announced_pid: int | None = None
         self._launch: Launch | None = None
         self._server: Server | None = None
         self._log_path: Path | None = None
@@ -239,7 +277,30 @@ class LocalLauncher(ServerLauncher):
                     return self._handle(reused=True, startup_s=0.0)
                 self._note("reused server failed its health check: restarting")
             self.stop()
+            adopted = self._adopt_kept(launch, server)
+            if adopted is not None:
+                return adopted
             return self._start(launch, server, Path(trial_dir))
+
+    def announce_kept(self) -> str | None:
+        """Log (once per server) that the server stays up and how to stop it; the line or None.
+
+        Called by ``launchers.stop_all`` when ``keep_server`` leaves this server running.
+        """
+        with self._lock:
+            proc, server = self._proc, self._server
+            if proc is None or proc.poll() is not None:
+                return None
+            pgid = self._pgid(proc)
+            line = (f"keep_server: the server stays up after this run (pid {proc.pid}"
+                    + (f", {server.base_url}" if server is not None else "")
+                    + "); the next run with the same launch reuses it; "
+                    f"stop it with: kill -TERM -- -{pgid}")
+            if self._announced_pid != proc.pid:
+                self._announced_pid = proc.pid
+                logger.warning("%s", line)
+                self._note(f"left running (keep_server); stop it with: kill -TERM -- -{pgid}")
+            return line
 
     def log_mark(self) -> tuple[Path | None, int]:
         with self._lock:
@@ -277,7 +338,7 @@ class LocalLauncher(ServerLauncher):
             proc = self._proc
             if proc is None:
                 return
-            pgid = proc.pid  # leader of its own session: pgid == pid
+            pgid = self._pgid(proc)
             grace = self._num("stop_grace_s", 30.0)
             nudge = min(FORCE_QUIT_AFTER_S, grace / 2)
             try:
@@ -296,7 +357,13 @@ class LocalLauncher(ServerLauncher):
 
     # ---- internals
 
-    def _finish_stop(self, proc: subprocess.Popen[bytes]) -> None:
+    @staticmethod
+    def _pgid(proc: subprocess.Popen[bytes] | _state.AdoptedProcess) -> int:
+        if isinstance(proc, _state.AdoptedProcess):
+            return proc.state.pgid
+        return proc.pid  # leader of its own session: pgid == pid
+
+    def _finish_stop(self, proc: subprocess.Popen[bytes] | _state.AdoptedProcess) -> None:
         try:
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
@@ -304,11 +371,122 @@ class LocalLauncher(ServerLauncher):
         if self._pump_thread is not None:
             self._pump_thread.join(timeout=5.0)
             self._pump_thread = None
-        self._note(f"stopped (exit code {proc.returncode})")
+        if self._pump_proc is not None:  # reads until the server's side of the pipe closes
+            try:
+                self._pump_proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a member kept the pipe open
+                self._pump_proc.kill()
+                self._pump_proc.wait()
+            self._pump_proc = None
+        if isinstance(proc, _state.AdoptedProcess):
+            self._note(f"stopped (kept server pid {proc.pid}, started by an earlier run)")
+        else:
+            self._note(f"stopped (exit code {proc.returncode})")
+        _state.remove_state(self._state_path, proc.pid)
+        self._state_path = None
         self._proc = None
         self._launch = None
         self._server = None
         self._info = {}
+
+    # ---- servers kept by an earlier run (state files)
+
+    def _state_file(self, server: Server) -> Path:
+        return _state.state_path(_state.state_dir(self.settings), server.host, server.port)
+
+    def _adopt_kept(self, launch: Launch, server: Server) -> ServerHandle | None:
+        """Adopt (same fingerprint, healthy) or stop the server an earlier run kept on this port.
+
+        Returns the handle of the adopted server, or None when the caller must
+        start one. A stale state file is removed; its pid is never signalled.
+        ``self._port_note`` says what was found, for a ``port_in_use`` message.
+        """
+        self._port_note = ""
+        path = self._state_file(server)
+        try:
+            kept = _state.read_state(path)
+        except ValueError as exc:
+            path.unlink(missing_ok=True)
+            self._port_note = f"an unreadable state file was removed: {exc}"
+            logger.warning("%s", self._port_note)
+            return None
+        if kept is None:
+            return None
+        if not kept.is_running():
+            _state.remove_state(path, kept.pid)
+            self._port_note = (f"a stale state file {path} was found and removed: pid {kept.pid} "
+                               "is gone or is now another process")
+            logger.info("%s", self._port_note)
+            return None
+        if kept.owner_alive() and not kept.owned_by_me():
+            self._port_note = (f"it is the specsweep server pid {kept.pid} that the still-running "
+                               f"specsweep process {kept.owner_pid} uses (state file {path})")
+            return None
+        # Ours, and nobody else's any more: take it over.
+        self._proc = _state.AdoptedProcess(kept)
+        self._launch, self._server = launch, server
+        self._log_path = Path(kept.log_path)
+        self._state_path = path
+        self._info = {}
+        why = ""
+        if kept.fingerprint != launch.fingerprint or kept.base_url != server.base_url:
+            why = (f"its launch changed (fingerprint {kept.fingerprint} -> {launch.fingerprint})"
+                   if kept.fingerprint != launch.fingerprint
+                   else f"its URL changed ({kept.base_url} -> {server.base_url})")
+        elif not check_health(server.base_url, health_paths=self._health_paths(server),
+                              api_key=server.api_key):
+            why = "it failed its health check"
+        if why:
+            logger.info("kept server pid %s on %s:%s: %s; stopping it", kept.pid, server.host,
+                     server.port, why)
+            self._note(f"kept server: {why}: stopping it")
+            self.stop()
+            return None
+        keep = bool(self.settings.get("keep_server", False))
+        try:
+            me, my_ticks = _state.own_identity()
+            kept.owner_pid, kept.owner_start_ticks, kept.keep_server = me, my_ticks, keep
+            _state.write_state(path, kept)
+        except OSError as exc:  # the server is usable; only the hand-over record failed
+            logger.warning("could not update %s: %s", path, exc)
+        self._info = self._fetch_info(server, launch)
+        self._note(f"adopted by specsweep pid {os.getpid()}: kept server pid {kept.pid} "
+                   f"(started {kept.started}) reused, fingerprint={launch.fingerprint}")
+        logger.info("reusing the server kept by an earlier run: pid %s at %s (started %s; "
+                 "stop it with: %s)", kept.pid, server.base_url, kept.started, kept.stop_command())
+        return self._handle(reused=True, startup_s=0.0)
+
+    def _record_state(self, proc: subprocess.Popen[bytes], launch: Launch, server: Server,
+                      log_path: Path, keep: bool) -> None:
+        """Describe the server we just spawned (best effort: a read-only home must not fail a trial)."""
+        path = self._state_file(server)
+        me, my_ticks = _state.own_identity()
+        state = _state.ServerState(
+            host=server.host, port=server.port, base_url=server.base_url, pid=proc.pid,
+            pgid=proc.pid, start_ticks=_state.start_ticks(proc.pid), boot_id=_state.boot_id(),
+            fingerprint=launch.fingerprint, log_path=str(log_path.resolve()),
+            command=launch.shell_line(redact=True), started=_now(), keep_server=keep,
+            owner_pid=me, owner_start_ticks=my_ticks)
+        try:
+            _state.write_state(path, state)
+        except OSError as exc:
+            logger.warning("could not record the server in %s (%s): a kept server will not be "
+                        "reused by the next run", path, exc)
+            return
+        self._state_path = path
+
+    def _port_in_use_message(self, server: Server) -> str:
+        where = f"{server.host}:{server.port}"
+        if self._port_note:
+            found = self._port_note
+        else:
+            directory = _state.state_dir(self.settings)
+            others = [f"{p.name} names pid {st.pid} ({st.host}); stop it with: {st.stop_command()}"
+                      for p, st in _state.states_on_port(directory, server.port) if st.is_running()]
+            found = ("; ".join(others) if others
+                     else f"no specsweep state file for it in {directory}")
+        return (f"{where} is already in use by a process this launcher did not start ({found}); "
+                + hint("port_in_use"))
 
     def _note(self, what: str) -> None:
         """Append a marker line to the current server log."""
@@ -328,8 +506,7 @@ class LocalLauncher(ServerLauncher):
 
     def _start(self, launch: Launch, server: Server, trial_dir: Path) -> ServerHandle:
         if port_in_use(server.host, server.port):
-            raise LaunchFailure("port_in_use", f"{server.host}:{server.port} is already in use by a "
-                                "process this launcher did not start; " + hint("port_in_use"))
+            raise LaunchFailure("port_in_use", self._port_in_use_message(server))
         trial_dir.mkdir(parents=True, exist_ok=True)
         log_path = trial_dir / "server.log"
         keep = bool(self.settings.get("keep_server", False))
@@ -353,13 +530,17 @@ class LocalLauncher(ServerLauncher):
             # Owned from this line on: stop()/stop_all() can find it whatever happens next.
             self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
             self._info = {}
+            self._record_state(proc, launch, server, log_path, keep)
             if launch.secrets:
                 assert proc.stdout is not None
-                pump_log = open(log_path, "ab")  # owned by the pump thread
-                self._pump_thread = threading.Thread(
-                    target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
-                    name=f"server-log-{proc.pid}", daemon=True)
-                self._pump_thread.start()
+                if keep:
+                    self._start_pump_process(proc, launch, log_path)
+                else:
+                    pump_log = open(log_path, "ab")  # owned by the pump thread
+                    self._pump_thread = threading.Thread(
+                        target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
+                        name=f"server-log-{proc.pid}", daemon=True)
+                    self._pump_thread.start()
         try:
             with self._progress(server) as on_wait:
                 wait_ready(server.base_url, health_paths=self._health_paths(server),
@@ -376,6 +557,26 @@ class LocalLauncher(ServerLauncher):
         self._info = self._fetch_info(server, launch)
         self._note(f"ready after {startup_s:.1f} s (pid {proc.pid})")
         return self._handle(reused=False, startup_s=startup_s)
+
+    def _start_pump_process(self, proc: subprocess.Popen[bytes], launch: Launch, log_path: Path) -> None:
+        """The redacting pump of a kept server: a process in its own session that outlives us."""
+        assert proc.stdout is not None
+        env = {**os.environ, "SPECSWEEP_REDACT": json.dumps(sorted(launch.secrets))}
+        try:
+            self._pump_proc = subprocess.Popen(
+                [sys.executable, "-c", _PUMP_PROCESS, str(log_path)], stdin=proc.stdout,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                start_new_session=True, close_fds=True)
+        except OSError as exc:  # pragma: no cover - we just ran this interpreter
+            logger.warning("no pump process (%s): the server log is pumped by a thread that ends "
+                        "with this run", exc)
+            pump_log = open(log_path, "ab")
+            self._pump_thread = threading.Thread(
+                target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
+                name=f"server-log-{proc.pid}", daemon=True)
+            self._pump_thread.start()
+            return
+        proc.stdout.close()  # the pump owns the read end now
 
     @staticmethod
     def _run_pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:

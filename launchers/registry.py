@@ -75,14 +75,22 @@ def get_launcher(cfg: "LauncherConfig") -> "ServerLauncher":
 def stop_all(*, force: bool = False) -> None:
     """Stop every server this process started.
 
-    Launchers with ``keep_server: true`` are skipped unless ``force``. Every
-    launcher is tried even if one fails; the first error is re-raised.
+    Launchers with ``keep_server: true`` are skipped unless ``force``; such a
+    launcher logs, once, that its server stays up and how to stop it (the
+    next run reuses it through its state file, see ``launchers._state``).
+    Every launcher is tried even if one fails; the first error is re-raised.
     """
     with _lock:
         launchers = list(_launchers.values())
     error: BaseException | None = None
     for launcher in launchers:
         if not force and launcher.settings.get("keep_server", False):
+            announce = getattr(launcher, "announce_kept", None)
+            if announce is not None:
+                try:
+                    announce()
+                except Exception:  # noqa: BLE001 - a notice never fails the run
+                    pass
             continue
         try:
             launcher.stop()
