@@ -324,6 +324,10 @@ def _launcher(node: Mapping[str, Any]) -> Launcher:
     for key in ("ready_timeout_s", "stop_grace_s"):
         if key in node:
             _float(node, p, key, lo=0)
+    for secret in ("password", "passphrase", "connect_kwargs"):
+        if node.get(secret) is not None:
+            raise ConfigError(f"{p}.{secret}", "secrets never go in the config: set SPECSWEEP_SSH_PASSWORD "
+                              "or SPECSWEEP_SSH_PASSPHRASE in the environment instead")
     if name == "ssh":
         if node.get("mode") not in LAUNCH_MODES:
             raise ConfigError(f"{p}.mode", f"must be one of {', '.join(LAUNCH_MODES)}, got {node.get('mode')!r}")

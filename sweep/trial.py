@@ -199,7 +199,10 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
                              "info": handle.info, "base_url": handle.base_url,
                              "log": str(handle.log_path) if handle.log_path else None}
             resultfile.write_atomic(path, doc)
-            _benchmark(cfg, launcher, handle, doc, path)
+            try:
+                _benchmark(cfg, launcher, handle, doc, path)
+            except LaunchFailure as failure:  # e.g. ssh_dropped while reading the log
+                _fail(doc, failure.reason, failure.message, launch.redact(failure.log_tail))
             if doc["status"] == "running":
                 doc["status"] = "ok"
     except KeyboardInterrupt as exc:

@@ -93,3 +93,10 @@ def test_workload_requests_default_to_twice_concurrency() -> None:
     wl = build().workload
     assert wl.requests_for(1) == 2 and wl.requests_for(32) == 64
     assert build("workload.requests_per_cell=5").workload.requests_for(32) == 5
+
+
+def test_ssh_secrets_are_refused_in_the_config() -> None:
+    with pytest.raises(ConfigError) as info:
+        build("launcher=ssh", "launcher.host=127.0.0.1", "+launcher.password=hunter2")
+    assert info.value.key == "launcher.password"
+    assert "hunter2" not in info.value.one_line()
