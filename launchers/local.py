@@ -343,6 +343,7 @@ class LocalLauncher(ServerLauncher):
             nudge = min(FORCE_QUIT_AFTER_S, grace / 2)
             try:
                 _signal_group(pgid, signal.SIGTERM)
+                _signal_group(pgid, signal.SIGCONT)  # a stopped (SIGSTOP/^Z) member acts on it
                 if not _wait_group(proc, pgid, nudge):
                     _signal_group(pgid, signal.SIGINT)
                     if not _wait_group(proc, pgid, grace - nudge):
