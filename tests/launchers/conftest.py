@@ -17,6 +17,15 @@ from launcher_helpers import free_port, settings  # noqa: E402
 from launchers.local import LocalLauncher
 
 
+@pytest.fixture(autouse=True)
+def private_state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server state files (launchers._state) go to a temp dir, never the user's ~/.local/state.
+
+    Through the environment, so controller subprocesses started by a test inherit it.
+    """
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
 @pytest.fixture
 def port() -> int:
     return free_port()

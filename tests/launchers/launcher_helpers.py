@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from sweep.config import Launcher, Server
+from sweep.config import Launcher, Server, TrialConfig
 from sweep.render import Launch
 
 TOY = str(Path(__file__).with_name("toy_server.py"))
@@ -69,3 +69,17 @@ def wait_until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return pred()
+
+
+def compose(*overrides: str) -> tuple[TrialConfig, Launch]:
+    """The typed config and rendered launch for ``python -m sweep <overrides>`` (MLflow off)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    from sweep.config import from_omegaconf
+    from sweep.render import render
+
+    with initialize_config_module("sweep.conf", version_base="1.3"):
+        cfg = hydra_compose("config", overrides=["mlflow.enabled=false", *overrides])
+    trial = from_omegaconf(cfg)
+    return trial, render(trial)
