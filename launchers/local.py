@@ -31,7 +31,10 @@ Why each mechanism is here:
   our own and the new server started. A file whose process is gone, or whose
   pid now belongs to another process (different start time), is stale:
   removed, and nothing it names is ever signalled. A port held by anything
-  else stays ``port_in_use``.
+  else stays ``port_in_use``, and so does a server whose recorded owner (the
+  controller using it) is still running. An adopted server is not our child:
+  no PR_SET_PDEATHSIG ties it to us (if we are SIGKILLed it stays, and the
+  next run adopts it again) and its exit code is unknown.
 * **Kept server with secrets**: the redacting pump must outlive us too (a
   pump thread would die with us and leave the server writing into a broken
   pipe), so it is a small process of its own, in its own session.
