@@ -116,10 +116,10 @@ def server_tokens(metrics: dict[str, float]) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", type=int, default=128)
-    ap.add_argument("--requests", type=int, default=None, help="per run (default 2 x concurrency)")
+    ap.add_argument("--requests", type=int, default=None, help="per run (default 4 x concurrency)")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--context", type=int, default=60)
-    ap.add_argument("--rounds", type=int, default=7,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="paired runs of the two clients (short pairs: less drift within a pair)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. spec.budget=16)")
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from sweep.bench.serverstats import fetch_metrics
 
     conc = args.concurrency
-    n = args.requests or 2 * conc
+    n = args.requests or 4 * conc
     log_dir = Path(tempfile.mkdtemp(prefix="specsweep-capacity-"))
     tc, sim = start(args.overrides, log_dir)
     base_url = sim.base_url

@@ -142,9 +142,7 @@ class Stream:
                     fr = ch.get("finish_reason")
                     if fr:
                         self.finish = fr
-                        if "meta_info" in ch:
-                            self._rare({"meta_info": ch["meta_info"]})
-                    elif "meta_info" in ch:
+                    if "meta_info" in ch:  # SGLang: on the finish chunk's choice
                         self._rare({"meta_info": ch["meta_info"]})
             except ValueError:
                 err = "bad_sse"
