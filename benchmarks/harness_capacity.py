@@ -97,12 +97,14 @@ async def reference_client(base_url: str, payloads: list[dict[str, Any]], concur
     return {"tok_s": tokens / dt, "tokens": tokens, "seconds": dt, "errors": errors, "cpu_s": cpu}
 
 
-def harness_run(base_url: str, workload: Any, model: str, seed: int) -> tuple[Any, float]:
-    """One matrix cell through the real entry point; also its client CPU seconds."""
+def harness_run(base_url: str, workload: Any, model: str, seed: int,
+                extras: Any = None) -> tuple[Any, float]:
+    """One matrix cell through the real entry point (with the server's request
+    extras, as a trial sends them); also its client CPU seconds."""
     from sweep.bench.matrix import run_matrix
 
     c0 = time.process_time()
-    (cell,) = run_matrix(base_url, workload, model, progress=False, seed=seed)
+    (cell,) = run_matrix(base_url, workload, model, progress=False, seed=seed, request_extras=extras)
     return cell, time.process_time() - c0
 
 
@@ -151,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         # A short warmup of both paths (imports, connection pools, the sim's JIT-free caches).
         asyncio.run(reference_client(base_url, [build_payload(model, ref_prompts.make(args.context),
                                      max_tokens=32, ignore_eos=True) for _ in range(conc)], conc))
-        harness_run(base_url, dataclasses.replace(wl, requests_per_cell=conc, max_tokens=32), model, 99)
+        harness_run(base_url, dataclasses.replace(wl, requests_per_cell=conc, max_tokens=32), model, 99,
+                    tc.server.request_extras)
 
         ref_runs: list[dict[str, float]] = []
         har_runs: list[tuple[Any, float, float | None]] = []   # (cell, CPU s, server token delta)
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     ref_runs.append(asyncio.run(reference_client(base_url, payloads, conc)))
                     continue
                 before = server_tokens(fetch_metrics(base_url))
-                cell, cpu = harness_run(base_url, wl, model, seed=r)
+                cell, cpu = harness_run(base_url, wl, model, seed=r, extras=tc.server.request_extras)
                 after = server_tokens(fetch_metrics(base_url))
                 har_runs.append((cell, cpu, None if after is None else after - (before or 0.0)))
             ref, (cell, cpu, _) = ref_runs[-1], har_runs[-1]

@@ -76,6 +76,7 @@ class Server:
     args: Mapping[str, Any]
     env: Mapping[str, Any]
     sim_args: Mapping[str, Any] = field(default_factory=dict)
+    request_extras: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def base_url(self) -> str:
@@ -310,6 +311,7 @@ def _server(node: Mapping[str, Any]) -> Server:
         secret_flags=_str_tuple(node.get("secret_flags"), f"{p}.secret_flags"),
         args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
         sim_args=dict(node.get("sim_args") or {}),
+        request_extras=dict(node.get("request_extras") or {}),
     )
 
 
@@ -335,7 +337,62 @@ def _launcher(node: Mapping[str, Any]) -> Launcher:
         for key in ("host", "user", "unit", "workdir", "key_filename", "gateway"):
             if node.get(key) is not None:
                 _no_control_chars(f"{p}.{key}", str(node[key]))
+        if not node.get("host") and not node.get("hosts"):
+            raise ConfigError(f"{p}.host", "is required: a host name, address or ~/.ssh/config "
+                              "alias (or a pool: launcher.hosts=[{host: a}, {host: b}])")
+    _hosts(node, name)
     return Launcher(name=name, settings=dict(node))
+
+
+POOL_ENTRY_KEYS = ("label", "server_port", "overrides")
+
+
+def _hosts(node: Mapping[str, Any], name: str) -> None:
+    """``launcher.hosts``: one mapping per box, each key a setting of this launcher
+    (inherited when absent) or label / server_port / overrides (docs/parallel.md)."""
+    p, hosts = "launcher.hosts", node.get("hosts")
+    if hosts is None:
+        return
+    if not isinstance(hosts, (list, tuple)):
+        raise ConfigError(p, f"must be a list of mappings, one per box, got {hosts!r}")
+    allowed = sorted((set(node) - {"name", "hosts"}) | set(POOL_ENTRY_KEYS))
+    labels: set[str] = set()
+    boxes: set[tuple[Any, Any]] = set()
+    for i, entry in enumerate(hosts):
+        key = f"{p}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(key, "must be a mapping such as {server_port: 31001} or "
+                              f"{{host: gpu-a}}, got {entry!r}")
+        for k, v in entry.items():
+            if k not in allowed:
+                raise ConfigError(f"{key}.{k}", f"is not a launcher={name} setting; allowed: "
+                                  f"{', '.join(allowed)}")
+            for text in (v if isinstance(v, (list, tuple)) else [v]):
+                if isinstance(text, str):
+                    _no_control_chars(f"{key}.{k}", text)
+        merged = {**node, **entry, "hosts": None}
+        if name == "ssh":
+            if merged.get("mode") not in LAUNCH_MODES:
+                raise ConfigError(f"{key}.mode", f"must be one of {', '.join(LAUNCH_MODES)}")
+            _int(merged, key, "port", lo=1, hi=65535)
+            if not merged.get("host"):
+                raise ConfigError(f"{key}.host", "is required (set it in the entry or launcher.host)")
+        server_port = _int(entry, key, "server_port", lo=1, hi=65535, optional=True)
+        extra = entry.get("overrides")
+        if extra is not None and (not isinstance(extra, (list, tuple))
+                                  or not all(isinstance(o, str) for o in extra)):
+            raise ConfigError(f"{key}.overrides", f"must be a list of override strings, got {extra!r}")
+        box = (merged.get("host") if name == "ssh" else "this machine", server_port)
+        if box in boxes:
+            raise ConfigError(key, f"the same box and server port as an earlier entry ({box[0]}, "
+                              f"server_port {server_port or 'inherited'}): give each entry on one "
+                              "box its own server_port")
+        boxes.add(box)
+        label = entry.get("label")
+        if label is not None:
+            if str(label) in labels:
+                raise ConfigError(f"{key}.label", f"{label!r} is used by an earlier entry")
+            labels.add(str(label))
 
 
 def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:

@@ -112,9 +112,10 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
     model_name = cfg.model.served_name
     if wl.coding != "off":
-        doc["coding"] = run_coding_eval(base_url, wl, model_name, api_key=key).to_dict()
+        doc["coding"] = run_coding_eval(base_url, wl, model_name, api_key=key,
+                                        request_extras=cfg.server.request_extras).to_dict()
         resultfile.write_atomic(path, resultfile.clean_number(doc))
-    cells = run_matrix(base_url, wl, model_name, api_key=key)
+    cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
     doc["cells"] = [c.to_dict() for c in cells]
     doc["accept_len"]["requests"] = score.trial_accept_len(doc["cells"])
     from_log = serverstats.accept_from_log(launcher.log_since(mark))

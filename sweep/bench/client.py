@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.bench.sse import Stream, as_int, loads
 
@@ -112,8 +112,14 @@ class RequestResult:
 
 
 def build_payload(model: str, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                  ignore_eos: bool = False) -> dict[str, Any]:
-    """The chat request body: streaming, usage requested, SGLang meta_info on."""
+                  ignore_eos: bool = False, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The chat request body: streaming with usage, plus the server's extras.
+
+    ``extra`` comes from ``server.request_extras`` in YAML: which field asks
+    for speculative counters differs by server and version (SGLang 0.5.23
+    refuses ``return_meta_info`` on a stream and streams
+    ``sglext.spec_tokens_details`` for ``return_spec_tokens_details``).
+    """
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -121,10 +127,11 @@ def build_payload(model: str, prompt: str, *, max_tokens: int, temperature: floa
         "temperature": temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "return_meta_info": True,
     }
     if ignore_eos:
         body["ignore_eos"] = True  # SGLang/vLLM extension: always produce max_tokens
+    if extra:
+        body.update(extra)
     return body
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.bench.client import build_payload, make_client, stream_chat
 
@@ -192,7 +192,8 @@ class CodingResult:
 
 
 async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str, *,
-                           api_key: str | None = None, progress: bool = True) -> CodingResult:
+                           api_key: str | None = None, progress: bool = True,
+                           request_extras: Mapping[str, Any] | None = None) -> CodingResult:
     """Async body of :func:`run_coding_eval`: one request at a time, like one user."""
     from sweep.bench import sandbox
     from sweep.bench.matrix import _progress_bar
@@ -207,7 +208,7 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                                timeout_s=workload.request_timeout_s) as client:
             for prob in probs:
                 payload = build_payload(model_name, prob.prompt, max_tokens=workload.coding_max_tokens,
-                                        temperature=0.0, ignore_eos=False)
+                                        temperature=0.0, ignore_eos=False, extra=request_extras)
                 rec = await stream_chat(client, payload, timeout_s=workload.request_timeout_s)
                 tok_s = round(rec.stream_tok_s, 3) if rec.stream_tok_s is not None else None
                 if not rec.ok:
@@ -235,9 +236,11 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
 
 
 def run_coding_eval(base_url: str, workload: "Workload", model_name: str, *,
-                    api_key: str | None = None, progress: bool = True) -> CodingResult:
+                    api_key: str | None = None, progress: bool = True,
+                    request_extras: Mapping[str, Any] | None = None) -> CodingResult:
     """Run the coding eval of ``workload`` against ``base_url`` (never raises for bad answers)."""
     from sweep.bench.matrix import _run_sync
 
     return _run_sync(lambda: arun_coding_eval(base_url, workload, model_name,
-                                              api_key=api_key, progress=progress))
+                                              api_key=api_key, progress=progress,
+                                              request_extras=request_extras))

@@ -36,7 +36,7 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from sweep.bench.client import RequestResult, build_payload, make_client, make_clients, stream_chat
 from sweep.bench.prompts import PromptFactory
@@ -232,14 +232,15 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
 async def run_cell(base_url: str, workload: "Workload", model_name: str, context: int,
                    concurrency: int, prompts: PromptFactory, *, api_key: str | None = None,
                    on_done: Callable[[RequestResult], None] | None = None,
-                   seed: int = 0) -> CellResult:
+                   seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> CellResult:
     """Warm up, then measure one cell with ``concurrency`` keep-alive connections."""
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
 
     def payloads(n: int) -> list[dict[str, Any]]:
         return [build_payload(model_name, p, max_tokens=workload.max_tokens,
-                              temperature=workload.temperature, ignore_eos=workload.ignore_eos)
+                              temperature=workload.temperature, ignore_eos=workload.ignore_eos,
+                              extra=request_extras)
                 for p in prompts.batch(context, n)]
 
     clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
@@ -284,7 +285,7 @@ def _quiet_gc(young_threshold: int = 50_000) -> Iterator[None]:
 
 async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
-                      seed: int = 0) -> list[CellResult]:
+                      seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
@@ -309,7 +310,8 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                     bar.advance(task)
 
                 cell = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
-                                      api_key=api_key, on_done=done, seed=seed)
+                                      api_key=api_key, on_done=done, seed=seed,
+                                      request_extras=request_extras)
                 cell.flushed = flush_state
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  {cell.errors} errors" if cell.errors else ""))
@@ -319,14 +321,15 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
 
 def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
-               seed: int = 0) -> list[CellResult]:
+               seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
     are counted per cell in ``errors`` / ``error_kinds``.
     """
-    coro_args = dict(api_key=api_key, progress=progress, flush=flush, seed=seed)
+    coro_args = dict(api_key=api_key, progress=progress, flush=flush, seed=seed,
+                     request_extras=request_extras)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 

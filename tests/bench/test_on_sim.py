@@ -24,7 +24,7 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST)
     before = fetch_metrics(sim.base_url)
-    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, progress=False)
+    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     after = fetch_metrics(sim.base_url)
     assert len(cells) == len(tc.workload.contexts) * len(tc.workload.concurrency)
     cell = cells[0]
@@ -40,7 +40,8 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
     assert sum(r.chunks for r in cell.results) < d["completion_tokens"]
     assert d["accept_len"] is not None and 2.0 < d["accept_len"] < 9.0
     assert d["accept_len"] == pytest.approx(
-        sum(r.meta_completion_tokens for r in cell.results) / sum(r.spec_verify_ct for r in cell.results), abs=1e-3)
+        sum(r.meta_completion_tokens or r.completion_tokens for r in cell.results)
+        / sum(r.spec_verify_ct for r in cell.results), abs=1e-3)
     assert trial_accept_len(cells) == d["accept_len"]
     assert d["prompt_tokens_mean"] and d["prompt_tokens_mean"] > 0
     for key in ("ttft_ms_p50", "itl_ms_p50", "tpot_ms_p50", "e2e_ms_p50"):
@@ -53,7 +54,7 @@ def test_log_and_metrics_of_the_real_sim(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST, "server.decode_log_interval=5")
     wl = dataclasses.replace(tc.workload, max_tokens=256)
-    cells = run_matrix(sim.base_url, wl, tc.model.served_name, progress=False)
+    cells = run_matrix(sim.base_url, wl, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     from_log = accept_from_log(sim.log_text())
     assert from_log is not None and from_log["samples"] >= 2
     assert from_log["accept_rate"] is not None and from_log["gen_throughput"] > 0
@@ -65,7 +66,7 @@ def test_log_and_metrics_of_the_real_sim(sim_server):
 def test_autoregressive_server_has_no_accept_len(sim_server):
     tc = trial("spec=none")
     sim = sim_server("workload=smoke", "spec=none", FAST)
-    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, progress=False)
+    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     assert cells[0].errors == 0 and cells[0].accept_len is None
     assert cells[0].completion_tokens == cells[0].requests * tc.workload.max_tokens
 
@@ -73,7 +74,7 @@ def test_autoregressive_server_has_no_accept_len(sim_server):
 def test_coding_eval_passes_five_of_five(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", "server.sim.time_scale=0.2")
-    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, progress=False)
+    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     d = res.to_dict()
     assert (d["passed"], d["total"], d["pass_rate"]) == (5, 5, 1.0), d
     assert {p["name"] for p in d["problems"]} == {"palindrome", "fibonacci", "merge_sorted", "word_count", "gcd"}
@@ -88,7 +89,7 @@ def test_coding_eval_passes_five_of_five(sim_server):
 def test_wrong_answers_fail_the_eval(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST, "server.sim.faults.wrong_answer_rate=1.0")
-    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, progress=False)
+    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     assert res.total == 5 and res.passed == 0
     assert all(p.error for p in res.problems)
 
@@ -96,7 +97,7 @@ def test_wrong_answers_fail_the_eval(sim_server):
 def test_humaneval_subset_on_the_sim(sim_server):
     tc = trial("workload.coding=humaneval", "workload.humaneval_limit=3")
     sim = sim_server("workload=smoke", FAST)
-    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, progress=False)
+    res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     assert res.total == 8
     assert [p.name for p in res.problems[5:]] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
     assert all(p.completion_tokens for p in res.problems)
@@ -107,8 +108,8 @@ def test_api_key_is_used(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST, "server.api_key=sk-test-key")
     assert httpx.post(sim.base_url + "/v1/chat/completions", json={}).status_code == 401
-    ok = run_matrix(sim.base_url, tc.workload, tc.model.served_name, api_key="sk-test-key", progress=False)
+    ok = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, api_key="sk-test-key", progress=False)
     assert ok[0].errors == 0
-    bad = run_matrix(sim.base_url, tc.workload, tc.model.served_name, api_key="wrong", progress=False)
+    bad = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, api_key="wrong", progress=False)
     assert bad[0].errors == bad[0].requests and set(bad[0].error_kinds) == {"http_401"}
     assert "sk-test-key" not in sim.log_text()
