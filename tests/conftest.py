@@ -14,10 +14,16 @@ every process group it started at teardown::
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+
+# The local launcher records the servers it starts under $XDG_STATE_HOME; tests
+# (and the `python -m sweep` subprocesses they start) keep that out of ~.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="specsweep-test-state-")
 
 from sweep.sim.launch import SimProcess, start_sim
 
