@@ -17,6 +17,17 @@ from launchers.base import LaunchFailure
 B300_X8 = "".join("NVIDIA B300 SXM6, 10.3\n" for _ in range(8))
 
 
+def _compose_trial(*overrides: str):
+    """Compose, validate and render like ``python -m sweep`` (no import of a
+    conftest module: several test folders have one, and the name is shared)."""
+    from sweep.config import from_omegaconf
+    from sweep.preflight import compose
+    from sweep.render import render
+
+    trial = from_omegaconf(compose(list(overrides)))
+    return trial, render(trial)
+
+
 @pytest.fixture
 def gpus(ssh_box):
     """Make the nvidia-smi STAND-IN on the box report these GPUs (CSV lines)."""
@@ -83,7 +94,7 @@ def test_doctor_reports_config_errors_in_one_line(tmp_path) -> None:
 def test_preflight_fails_before_any_start(ssh_box, ssh_cfg, trial, make_launcher, tmp_path,
                                           gpus) -> None:
     gpus(B300_X8)
-    from conftest import compose_trial
+    compose_trial = _compose_trial
 
     cfg, launch = compose_trial("server=sglang", "hardware=h200", "model.path=/nonexistent/kimi",
                                 "launcher=ssh", "launcher.host=127.0.0.1")
@@ -99,7 +110,7 @@ def test_preflight_fails_before_any_start(ssh_box, ssh_cfg, trial, make_launcher
 
 def test_preflight_reads_the_trial_from_the_hydra_job_dir(ssh_cfg, make_launcher, tmp_path) -> None:
     """Without bind(): the pre-flight uses the config Hydra saved in the job dir."""
-    from conftest import compose_trial
+    compose_trial = _compose_trial
     from omegaconf import OmegaConf
 
     from sweep.preflight import compose
