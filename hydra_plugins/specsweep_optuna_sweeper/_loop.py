@@ -19,15 +19,34 @@ Rules it enforces:
   recorded result instead of restarting a server for it.
 * A trial never stays RUNNING because of this process: Ctrl-C or an error
   marks it FAIL (``interrupted`` / ``sweeper_error``) before leaving.
+
+Several loops may work on one study at once (one per host of a pool, or
+controllers on several machines). Then:
+
+* "count, then ask" runs under the study lock (``_storage.study_lock``), so
+  the study never gets more than ``n_trials`` counted trials: a RUNNING trial
+  counts, and the next worker sees it;
+* before each ask, RUNNING trials of dead workers are failed as ``stale``
+  and their configs queued again (heartbeat / dead pid, see ``_storage``);
+* a loop with nothing left to ask does not leave while trials of other
+  workers are still RUNNING: one of them may die, and its config must still
+  be run by someone (``wait_for_running``);
+* a config that is RUNNING in another worker is not run twice: the new trial
+  waits for that result and is answered like any repeat.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Callable, Mapping, Sequence
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.samplers import GridSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from . import _storage
@@ -69,11 +88,32 @@ def _suggest(trial: Trial, space: SearchSpace) -> dict[str, Any]:
     return {name: trial.params[name] for name in space.distributions}
 
 
+@dataclass
+class _Job:
+    """One asked trial, ready to run (or already answered as a repeat)."""
+
+    trial: Trial
+    params: dict[str, Any]
+    prefix: str
+    answered: FrozenTrial | None = None
+    twin: FrozenTrial | None = None  # a RUNNING trial of another worker with the same config
+
+
+@dataclass
+class _Idle:
+    """Nothing to ask now: ``wait`` for running trials of other workers, or stop."""
+
+    wait: bool
+    message: str
+
+
 class SearchLoop:
     def __init__(self, study: optuna.Study, space: SearchSpace, execute: Execute, *,
                  n_trials: int, deterministic: Sequence[str], reuse_completed: bool = True,
                  requeue_interrupted: bool = True, extra_overrides: Callable[[int], list[str]]
-                 | None = None, heartbeat_interval: float = 30.0) -> None:
+                 | None = None, heartbeat_interval: float = 30.0,
+                 lock: ContextManager[Any] | None = None, stale_after: float | None = None,
+                 wait_for_running: bool = True, label: str | None = None) -> None:
         self.study = study
         self.space = space
         self.execute = execute
@@ -83,22 +123,29 @@ class SearchLoop:
         self.requeue_interrupted = requeue_interrupted
         self.extra_overrides = extra_overrides or (lambda n: [])
         self.heartbeat_interval = heartbeat_interval
+        # The study lock (``_storage.study_lock``); none: this loop is the study's only writer.
+        self.lock: ContextManager[Any] = lock if lock is not None else contextlib.nullcontext()
+        # Fail other workers' dead trials before each ask (None: only at startup, by open_study).
+        self.stale_after = stale_after
+        self.wait_for_running = wait_for_running
+        self.label = label  # the host this loop's jobs run on (user attr "host")
+        self.poll_interval = min(max(heartbeat_interval / 2, 0.2), 1.0)
         self.executed = 0  # jobs this loop actually ran (server starts)
+        self._current: Trial | None = None
+        self._last_wait: str | None = None
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _reason(self, t: FrozenTrial) -> str | None:
         return t.user_attrs.get("failure_reason")
 
+    def _counts(self, t: FrozenTrial) -> bool:
+        if t.state == TrialState.WAITING:
+            return False
+        return not (t.state == TrialState.FAIL and self._reason(t) in INTERRUPTED)
+
     def counted(self) -> int:
         """Trials that count toward n_trials (see module docstring)."""
-        n = 0
-        for t in self.study.get_trials(deepcopy=False):
-            if t.state == TrialState.WAITING:
-                continue
-            if t.state == TrialState.FAIL and self._reason(t) in INTERRUPTED:
-                continue
-            n += 1
-        return n
+        return sum(1 for t in self.study.get_trials(deepcopy=False) if self._counts(t))
 
     def _known(self) -> dict[tuple[tuple[str, str], ...], FrozenTrial]:
         """Finished configs whose result can answer a repeat: original trials first."""
@@ -131,6 +178,23 @@ class SearchLoop:
             return False
         return len(self._known()) >= size
 
+    def _saturated(self, running: Sequence[FrozenTrial]) -> bool:
+        """Every point of a discrete space has a result or is running: a new ask is a twin."""
+        size = self.space.size()
+        if size is None or not self.reuse_completed:
+            return False
+        keys = set(self._known()) | {params_key(params_of(t)) for t in running if params_of(t)}
+        return len(keys) >= size
+
+    def _grid_done(self) -> bool:
+        sampler = self.study.sampler
+        if not isinstance(sampler, FailureAwareSampler):
+            return False
+        if sampler.stop_requested:
+            return True
+        inner = sampler.inner
+        return isinstance(inner, GridSampler) and inner.is_exhausted(self.study)
+
     # -- queueing ---------------------------------------------------------------------------
     def requeue(self) -> None:
         """Queue the configs of interrupted/stale trials that nothing else stands for."""
@@ -156,55 +220,132 @@ class SearchLoop:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
-        done = self.counted()
-        if done >= self.n_trials:
-            log.info("study %r already has %d counted trials (n_trials=%d): nothing to run",
-                     self.study.study_name, done, self.n_trials)
-        while done < self.n_trials:
-            sampler = self.study.sampler
-            if isinstance(sampler, FailureAwareSampler) and sampler.stop_requested:
-                log.info("the grid is exhausted: stopping after %d trials", done)
-                break
-            if self.exhausted():
-                log.info("every point of the search space has a result: stopping after %d trials",
-                         done)
-                break
-            self.step(done)
-            done += 1
+        while True:
+            with self._guard():
+                with self.lock:
+                    decision = self._decide()
+                    job = self._ask(decision) if isinstance(decision, int) else None
+                if job is not None:
+                    self._last_wait = None
+                    self._perform(job)
+                    continue
+                assert isinstance(decision, _Idle)
+                if not decision.wait:
+                    log.info("%s", decision.message)
+                    return
+                if decision.message != self._last_wait:
+                    log.info("%s", decision.message)
+                    self._last_wait = decision.message
+                time.sleep(self.poll_interval)
 
     def step(self, done: int) -> FrozenTrial:
-        trial: Trial | None = None
+        """Ask one trial and run it (no n_trials check): ``done`` trials are counted so far."""
+        with self._guard():
+            with self.lock:
+                job = self._ask(done)
+            return self._perform(job)
+        raise AssertionError("unreachable")  # pragma: no cover - _guard re-raises
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Whatever stops the loop, the trial this process owns is not left RUNNING."""
+        self._current = None
         try:
-            trial = self.study.ask()
-            params = _suggest(trial, self.space)
-            prefix = f"trial {trial.number} [{done + 1}/{self.n_trials}] {_fmt(params)}"
-            known = self._known().get(params_key(params))
-            if known is not None and known.number != trial.number:
-                return self._answer_repeat(trial, known, prefix)
-            overrides = self.space.overrides(params) + self.extra_overrides(trial.number)
-            _storage.mark_owner(self.study._storage, trial._trial_id)
-            with _storage.Heartbeat(self.study._storage, trial._trial_id,
-                                    self.heartbeat_interval):
-                try:
-                    outcome = self.execute(trial.number, overrides)
-                except (KeyboardInterrupt, Interrupted):
-                    raise
-                except Exception as exc:  # execute() should not raise; never abort the study
-                    log.exception("%s: the job raised", prefix)
-                    outcome = failed("exception", f"{type(exc).__name__}: {exc}")
-            self.executed += 1
-            frozen = self._tell(trial, outcome)
-            log.info("%s -> %s", prefix, _describe(frozen))
-            if outcome.interrupted:
-                raise Interrupted(trial.number)
-            return frozen
+            yield
         except (KeyboardInterrupt, Interrupted):
+            trial = self._current
             self._abandon(trial, "interrupted", "stopped by the user")
-            self.requeue()
+            with self.lock:
+                self.requeue()
             raise Interrupted(trial.number if trial is not None else None) from None
         except Exception as exc:
-            self._abandon(trial, "sweeper_error", f"{type(exc).__name__}: {exc}")
+            self._abandon(self._current, "sweeper_error", f"{type(exc).__name__}: {exc}")
             raise
+
+    def _decide(self) -> int | _Idle:
+        """Under the study lock: the counted trials so far (ask one more), or why not."""
+        if self.stale_after is not None and \
+                _storage.fail_stale_trials(self.study, self.stale_after, quiet=True):
+            self.requeue()
+        trials = self.study.get_trials(deepcopy=False)
+        done = sum(1 for t in trials if self._counts(t))
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        if done >= self.n_trials:
+            return self._idle(running, f"study {self.study.study_name!r} has {done} counted "
+                              f"trials (n_trials={self.n_trials})")
+        if not any(t.state == TrialState.WAITING for t in trials):
+            if self._grid_done():
+                return self._idle(running, f"the grid is exhausted after {done} trials")
+            if self.exhausted():
+                return self._idle(running, "every point of the search space has a result "
+                                  f"after {done} trials")
+            if running and self._saturated(running):
+                return _Idle(True, "every point of the search space has a result or is "
+                             f"running: waiting for trial(s) {_numbers(running)}")
+        return done
+
+    def _idle(self, running: Sequence[FrozenTrial], why: str) -> _Idle:
+        if running and self.wait_for_running:
+            return _Idle(True, f"{why}: waiting for trial(s) {_numbers(running)} running "
+                         "elsewhere (a dead worker's trial is failed as stale and run again)")
+        return _Idle(False, f"{why}: nothing more to run")
+
+    def _ask(self, done: int) -> _Job:
+        """Under the study lock: a new trial, its config, and whether it repeats a known one."""
+        trial = self.study.ask()
+        self._current = trial
+        params = _suggest(trial, self.space)
+        prefix = f"trial {trial.number} [{done + 1}/{self.n_trials}] {_fmt(params)}"
+        if self.label:
+            trial.set_user_attr("host", self.label)
+        known = self._known().get(params_key(params))
+        if known is not None and known.number != trial.number:
+            return _Job(trial, params, prefix, answered=self._answer_repeat(trial, known, prefix))
+        _storage.mark_owner(self.study._storage, trial._trial_id)
+        twin = next((t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                     if t.number != trial.number and params_of(t) == params), None)
+        return _Job(trial, params, prefix, twin=twin)
+
+    def _perform(self, job: _Job) -> FrozenTrial:
+        if job.answered is not None:
+            return job.answered
+        trial = job.trial
+        if job.twin is not None:
+            log.info("%s: the same config is running as trial %d; waiting for its result",
+                     job.prefix, job.twin.number)
+            with _storage.Heartbeat(self.study._storage, trial._trial_id,
+                                    self.heartbeat_interval):
+                self._await(job.twin)
+            known = self._known().get(params_key(job.params))
+            if known is not None and known.number != trial.number:
+                return self._answer_repeat(trial, known, job.prefix)
+        overrides = self.space.overrides(job.params) + self.extra_overrides(trial.number)
+        with _storage.Heartbeat(self.study._storage, trial._trial_id, self.heartbeat_interval):
+            try:
+                outcome = self.execute(trial.number, overrides)
+            except (KeyboardInterrupt, Interrupted):
+                raise
+            except Exception as exc:  # execute() should not raise; never abort the study
+                log.exception("%s: the job raised", job.prefix)
+                outcome = failed("exception", f"{type(exc).__name__}: {exc}")
+        self.executed += 1
+        frozen = self._tell(trial, outcome)
+        log.info("%s -> %s", job.prefix, _describe(frozen))
+        if outcome.interrupted:
+            raise Interrupted(trial.number)
+        return frozen
+
+    def _await(self, twin: FrozenTrial) -> FrozenTrial:
+        """Until ``twin`` (another worker's trial) is finished; fails it if its worker died."""
+        while True:
+            with self.lock:
+                if self.stale_after is not None and \
+                        _storage.fail_stale_trials(self.study, self.stale_after, quiet=True):
+                    self.requeue()
+                t = self.study._storage.get_trial(twin._trial_id)
+            if t.state.is_finished():
+                return t
+            time.sleep(self.poll_interval)
 
     def _abandon(self, trial: Trial | None, reason: str, message: str) -> None:
         """Finish a trial this process owns so it is not left RUNNING; queue its config again."""
@@ -213,19 +354,31 @@ class SearchLoop:
         frozen = self.study._storage.get_trial(trial._trial_id)
         if frozen.state != TrialState.RUNNING:
             return
-        trial.set_user_attr("failure_reason", reason)
-        trial.set_user_attr("failure_message", message)
-        self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        try:
+            trial.set_user_attr("failure_reason", reason)
+            trial.set_user_attr("failure_message", message)
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+        except UpdateFinishedTrialError:
+            return
         log.warning("trial %d marked FAIL (%s)", trial.number, reason)
 
     def _tell(self, trial: Trial, outcome: Outcome) -> FrozenTrial:
-        for k, v in outcome.user_attrs.items():
-            trial.set_user_attr(k, v)
-        if outcome.state == TrialState.COMPLETE:
-            for name, value in outcome.constraints.items():
-                trial.set_constraint(name, value)
-            return self.study.tell(trial, outcome.values)
-        return self.study.tell(trial, state=TrialState.FAIL)
+        try:
+            for k, v in outcome.user_attrs.items():
+                trial.set_user_attr(k, v)
+            if outcome.state == TrialState.COMPLETE:
+                for name, value in outcome.constraints.items():
+                    trial.set_constraint(name, value)
+                return self.study.tell(trial, outcome.values)
+            return self.study.tell(trial, state=TrialState.FAIL)
+        except UpdateFinishedTrialError:
+            # Another sweeper found no heartbeat for stale_after seconds and failed it (and
+            # queued its config again). The job's own result stays in its job dir.
+            frozen = self.study._storage.get_trial(trial._trial_id)
+            log.warning("trial %d was marked %s %s by another sweeper while its job ran "
+                        "(heartbeat older than stale_after?): this result is not told",
+                        trial.number, frozen.state.name, self._reason(frozen) or "")
+            return frozen
 
     def _answer_repeat(self, trial: Trial, known: FrozenTrial, prefix: str) -> FrozenTrial:
         """The sampler proposed a config with a known result: tell it again, run nothing."""
@@ -244,6 +397,10 @@ class SearchLoop:
         log.info("%s -> repeat of trial %d (%s), answered without running", prefix,
                  known.number, _describe(known))
         return frozen
+
+
+def _numbers(trials: Sequence[FrozenTrial]) -> str:
+    return ", ".join(str(t.number) for t in trials)
 
 
 def _fmt(params: Mapping[str, Any]) -> str:

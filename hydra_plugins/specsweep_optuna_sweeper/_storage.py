@@ -16,17 +16,30 @@ sweeper therefore records its own liveness in each RUNNING trial's system
 attrs -- host, pid and a heartbeat timestamp refreshed by a thread while the
 job runs -- and at startup fails RUNNING trials whose process is gone (same
 host, pid dead) or whose heartbeat is older than ``stale_after`` seconds.
+Several sweepers on one study (a host pool, or controllers on other machines)
+run the same check before each new trial, so a dead worker's trial is failed
+by whoever looks next.
+
+The study lock (:func:`study_lock`) serializes "count the trials, then ask
+for one" across every process working on a study: a PostgreSQL advisory lock
+(session-level: released by the server when the holder's connection dies),
+MySQL's ``GET_LOCK``, or ``flock`` on a file next to a journal / SQLite file
+(released by the kernel when the holder dies). Without it two workers could
+both see ``n_trials - 1`` counted trials and both ask.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import logging
 import os
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 from optuna.storages import BaseStorage
@@ -100,20 +113,203 @@ def stale_reason(trial: FrozenTrial, stale_after: float, now: float | None = Non
     return None
 
 
-def fail_stale_trials(study: optuna.Study, stale_after: float) -> list[FrozenTrial]:
-    """Mark abandoned RUNNING trials FAIL (reason ``stale``); return them."""
+def _fail_stale(study: optuna.Study, t: FrozenTrial, why: str) -> bool:
+    """FAIL one abandoned trial with reason ``stale``; False if it finished meanwhile."""
+    try:
+        study._storage.set_trial_user_attr(t._trial_id, "failure_reason", "stale")
+        study._storage.set_trial_user_attr(t._trial_id, "failure_message", why)
+        study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False
+    log.info("trial %d was left RUNNING (%s): marked FAIL (stale)", t.number, why)
+    return True
+
+
+def fail_stale_trials(study: optuna.Study, stale_after: float, *,
+                      quiet: bool = False) -> list[FrozenTrial]:
+    """Mark abandoned RUNNING trials FAIL (reason ``stale``); return them.
+
+    ``quiet``: the periodic check of a running loop; live trials of other
+    workers are normal then and not worth a warning.
+    """
     failed = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         why = stale_reason(t, stale_after)
         if why is None:
-            log.warning("trial %d is RUNNING in another live sweeper; left alone", t.number)
+            if not quiet:
+                log.warning("trial %d is RUNNING in another live sweeper; left alone", t.number)
             continue
-        study._storage.set_trial_user_attr(t._trial_id, "failure_reason", "stale")
-        study._storage.set_trial_user_attr(t._trial_id, "failure_message", why)
-        study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-        log.info("trial %d was left RUNNING (%s): marked FAIL (stale)", t.number, why)
-        failed.append(t)
+        if _fail_stale(study, t, why):
+            failed.append(t)
     return failed
+
+
+def fail_trials_of(study: optuna.Study, pid: int, why: str) -> list[FrozenTrial]:
+    """FAIL (``stale``) the RUNNING trials owned by process ``pid`` of this host.
+
+    The pool controller calls it as soon as one of its workers died: it knows
+    the worker is gone, no heartbeat timeout needed.
+    """
+    host = socket.gethostname()
+    failed = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.system_attrs.get(OWNER_KEY) or {}
+        if owner.get("host") == host and owner.get("pid") == pid and _fail_stale(study, t, why):
+            failed.append(t)
+    return failed
+
+
+# -- the study lock -----------------------------------------------------------------------------
+def _lock_key(study_name: str) -> int:
+    """A signed 64-bit key (PostgreSQL advisory locks take a bigint)."""
+    digest = hashlib.sha256(f"specsweep-study:{study_name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class StudyLock:
+    """Serializes count-then-ask across processes; re-entrant within one process.
+
+    ``with lock:`` blocks until this process holds the study. Threads of one
+    process queue on a re-entrant thread lock first, so nested use (a requeue
+    inside the locked section) and several loops in one process both work.
+    The OS-level lock is polled (non-blocking tries), so Ctrl-C always gets
+    through and a long wait is logged.
+    """
+
+    def __init__(self, what: str, try_acquire: Callable[[], bool], release: Callable[[], None],
+                 close: Callable[[], None] = lambda: None) -> None:
+        self.what = what
+        self._try = try_acquire
+        self._release = release
+        self._close = close
+        self._thread_lock = threading.RLock()
+        self._depth = 0
+
+    def __enter__(self) -> "StudyLock":
+        self._thread_lock.acquire()
+        try:
+            if self._depth == 0:
+                self._acquire()
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0:
+                self._release()
+        finally:
+            self._thread_lock.release()
+
+    def _acquire(self) -> None:
+        delay, t0, warned = 0.005, time.monotonic(), 0.0
+        while not self._try():
+            waited = time.monotonic() - t0
+            if waited - warned > 30:
+                warned = waited
+                log.warning("waiting %.0f s for the study lock (%s)", waited, self.what)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def close(self) -> None:
+        self._close()
+
+
+def _file_lock(path: Path) -> StudyLock:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state: dict[str, Any] = {"fd": None}
+
+    def try_acquire() -> bool:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        state["fd"] = fd
+        return True
+
+    def release() -> None:
+        fd, state["fd"] = state["fd"], None
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    return StudyLock(f"flock {path}", try_acquire, release)
+
+
+def _sql_lock(url: str, study_name: str) -> StudyLock | None:
+    """PostgreSQL advisory lock / MySQL GET_LOCK on a dedicated autocommit connection."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    backend = sqlalchemy.engine.make_url(url).get_backend_name()
+    if backend == "postgresql":
+        key: Any = _lock_key(study_name)
+        take, give = "SELECT pg_try_advisory_lock(:k)", "SELECT pg_advisory_unlock(:k)"
+    elif backend in ("mysql", "mariadb"):
+        key = f"specsweep:{_lock_key(study_name):x}"
+        take, give = "SELECT GET_LOCK(:k, 0)", "SELECT RELEASE_LOCK(:k)"
+    else:
+        return None
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    state: dict[str, Any] = {"conn": None}
+
+    def conn() -> Any:
+        if state["conn"] is None or state["conn"].closed:
+            state["conn"] = engine.connect()
+        return state["conn"]
+
+    def try_acquire() -> bool:
+        try:
+            return bool(conn().execute(sqlalchemy.text(take), {"k": key}).scalar())
+        except sqlalchemy.exc.DBAPIError:
+            # The lock connection died (server restart, idle timeout): a new one next try.
+            close()
+            raise
+
+    def release() -> None:
+        try:
+            conn().execute(sqlalchemy.text(give), {"k": key})
+        except sqlalchemy.exc.DBAPIError as exc:  # the session is gone, and its lock with it
+            log.warning("study lock: releasing failed (%s); reconnecting", exc)
+            close()
+
+    def close() -> None:
+        c, state["conn"] = state["conn"], None
+        if c is not None:
+            with contextlib.suppress(Exception):
+                c.close()
+
+    shown = url.split("@")[-1]
+    return StudyLock(f"{backend} advisory lock {key} on {shown}", try_acquire, release, close)
+
+
+def study_lock(url: str | None, sweep_dir: str | os.PathLike[str], study_name: str) -> StudyLock:
+    """The lock that serializes trial creation in this study, for every storage form."""
+    url = url or default_url(sweep_dir)
+    if url in ("memory", ":memory:"):
+        return StudyLock("in-process", lambda: True, lambda: None)
+    if url.startswith("journal:") or (("://" not in url) and url.endswith(JOURNAL_SUFFIXES)):
+        path = url[len("journal:"):] if url.startswith("journal:") else url
+        if path.startswith("//"):
+            path = path[2:]
+        return _file_lock(Path(path + ".specsweep-lock"))
+    if url.startswith("sqlite:///"):
+        db = url[len("sqlite:///"):].partition("?")[0]
+        if db and db != ":memory:":
+            return _file_lock(Path(db + ".specsweep-lock"))
+        return StudyLock("in-process", lambda: True, lambda: None)
+    lock = _sql_lock(url, study_name)
+    if lock is not None:
+        return lock
+    fallback = Path(sweep_dir) / ".study.specsweep-lock"
+    log.warning("storage %s: no database lock for this dialect; trial creation is serialized "
+                "only on this machine (%s)", url.split("://")[0], fallback)
+    return _file_lock(fallback)
 
 
 class Heartbeat:
