@@ -6,10 +6,24 @@ so ``<sweep_dir>/<trial number>/`` is that trial's output dir on every rerun
 ``++optuna.trial_number=N`` and ``++optuna.study_name=NAME`` (keys
 configurable) so the app can tag its MLflow run; the app's returned
 ``mlflow_run_id`` is stored in the trial's user attrs.
+
+Three roles, one code path:
+
+* plain: this process asks, runs and tells every trial (one box);
+* pool controller (the app's ``launcher.hosts`` is a list, see ``_pool``):
+  creates the study, queues the seeds, starts one worker process per host
+  and reports at the end; it runs no job itself;
+* pool worker (``hydra.sweeper.pool.worker=<host label>``, set by the
+  controller): a plain loop on the shared study that never reports.
+
+Every role serializes trial creation through the study lock, so plain
+controllers on several machines can share one study too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +83,7 @@ class Settings:
     heartbeat_interval: float
     stale_after: float
     plots: dict[str, Any]
+    pool: dict[str, Any]
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
@@ -109,28 +124,52 @@ class Settings:
             heartbeat_interval=float(g.get("heartbeat_interval") or 30.0),
             stale_after=float(g.get("stale_after") or 600.0),
             plots=dict(g.get("plots") or {}),
+            pool=dict(g.get("pool") or {}),
         )
 
 
-def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
-               study_name: str) -> tuple[optuna.Study, str]:
-    """Create or load the study, fail stale trials, install the (resume-offset) sampler."""
-    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
-    wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
-    study = optuna.create_study(study_name=study_name, storage=storage,
-                                directions=wanted, load_if_exists=True,
-                                sampler=optuna.samplers.RandomSampler(seed=settings.seed))
-    if study.directions != wanted:
-        raise ValueError(f"study {study_name!r} in {shown} has directions "
-                         f"{[d.name.lower() for d in study.directions]}, not {settings.directions}: "
-                         "choose another hydra.sweeper.study_name or storage")
-    _storage.fail_stale_trials(study, settings.stale_after)
-    existing = len(study.get_trials(deepcopy=False))
-    # A resumed study must not replay the first run's random draws (each would be a repeat).
+def sampler_seed(settings: Settings, existing: int, salt: str | None = None) -> int | None:
+    """The sampler seed: offset on resume, and per worker, so no two draws replay each other.
+
+    The grid sampler is the exception: its seed fixes the grid's shuffled order, and
+    grid ids are stored in the study, so every run and every worker must share it.
+    """
     base = settings.sampler.get("seed")
     base = settings.seed if base is None else base
-    seed = None if base is None else int(base) + existing
-    study.sampler = _sampler.build(settings.sampler, seed=seed,
+    if base is None:
+        return None
+    if str(settings.sampler.get("name") or "tpe").lower() == "grid":
+        return int(base)
+    seed = int(base) + existing
+    if salt:
+        seed += int.from_bytes(hashlib.sha256(salt.encode()).digest()[:3], "big")
+    return seed
+
+
+def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
+               study_name: str, *, lock: Any = None,
+               salt: str | None = None) -> tuple[optuna.Study, str]:
+    """Create or load the study, fail stale trials, install the (resume-offset) sampler.
+
+    ``lock``: the study lock (creation and the stale check are serialized with the
+    other workers); ``salt``: a worker's label, mixed into its sampler seed.
+    """
+    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
+    wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
+    with lock if lock is not None else contextlib.nullcontext():
+        study = optuna.create_study(study_name=study_name, storage=storage,
+                                    directions=wanted, load_if_exists=True,
+                                    sampler=optuna.samplers.RandomSampler(seed=settings.seed))
+        if study.directions != wanted:
+            raise ValueError(f"study {study_name!r} in {shown} has directions "
+                             f"{[d.name.lower() for d in study.directions]}, not "
+                             f"{settings.directions}: choose another hydra.sweeper.study_name "
+                             "or storage")
+        # A worker joins a study whose other workers are busy: their trials are no news.
+        _storage.fail_stale_trials(study, settings.stale_after, quiet=salt is not None)
+        existing = len(study.get_trials(deepcopy=False))
+    # A resumed study must not replay the first run's random draws (each would be a repeat).
+    study.sampler = _sampler.build(settings.sampler, seed=sampler_seed(settings, existing, salt),
                                    n_objectives=len(settings.directions), space=space,
                                    deterministic=settings.deterministic)
     if settings.metrics:
@@ -209,23 +248,35 @@ class OptunaSweeperImpl:
             raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
                              "such as spec.budget=choice(4,8,16)")
         self._check_composes(space)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         name = s.study_name or str(self.config.hydra.job.name)
-        study, shown = open_study(s, space, sweep_dir, name)
+        worker = s.pool.get("worker")
+        if worker:
+            return self._work(space, sweep_dir, name, str(worker))
+        from . import _pool
+
+        hosts = _pool.hosts_of(self.config, s.pool)
+        if hosts and s.storage is None:
+            s.storage = _pool.default_storage(sweep_dir)
+        lock = _storage.study_lock(s.storage, sweep_dir, name)
+        study, shown = open_study(s, space, sweep_dir, name, lock=lock)
         log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s",
                  name, shown, s.sampler.get("name"), s.directions, s.n_trials,
                  ", ".join(f"{k} {_space.describe(d)}" for k, d in space.distributions.items()))
-        loop = SearchLoop(study, space, self._execute, n_trials=s.n_trials,
-                          deterministic=s.deterministic, reuse_completed=s.reuse_completed,
-                          requeue_interrupted=s.requeue_interrupted,
-                          extra_overrides=lambda n: self._extra(n, name),
-                          heartbeat_interval=s.heartbeat_interval)
-        loop.requeue()
-        loop.enqueue(s.enqueue)
+        loop = self._loop(study, space, name, lock)
+        with lock:
+            loop.requeue()
+            loop.enqueue(s.enqueue)
         interrupted: Interrupted | None = None
+        pool_run: Any = None
         try:
-            loop.run()
+            if hosts:
+                pool_run = _pool.Pool(self.config, s, hosts, sweep_dir=sweep_dir, study=study,
+                                      study_name=name, loop=loop, lock=lock)
+                pool_run.run()
+            else:
+                loop.run()
         except Interrupted as exc:
             interrupted = exc
         best = _report.report(
@@ -234,12 +285,42 @@ class OptunaSweeperImpl:
             groups=dict(self.config.hydra.runtime.choices or {}),
             config_name=str(self.config.hydra.job.config_name or "config"),
             contour=s.plots.get("contour"), make_plots=bool(s.plots.get("enabled", True)),
-            executed=loop.executed)
+            executed=pool_run.executed() if pool_run is not None else loop.executed)
         resume = "the same command"
-        if s.storage is None:
+        if s.storage is None or (hosts and s.storage == _pool.default_storage(sweep_dir)):
             resume += f" hydra.sweep.dir={sweep_dir}"
         if interrupted is not None:
             print(f"interrupted: resume with {resume} (n_trials counts the whole study)")
             raise SystemExit(130)
+        if pool_run is not None and pool_run.failed_all():
+            print("no worker of the pool could run: see the worker logs above")
+            raise SystemExit(1)
         print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
         return best
+
+    def _loop(self, study: optuna.Study, space: _space.SearchSpace, name: str, lock: Any,
+              label: str | None = None) -> SearchLoop:
+        s = self.settings
+        return SearchLoop(study, space, self._execute, n_trials=s.n_trials,
+                          deterministic=s.deterministic, reuse_completed=s.reuse_completed,
+                          requeue_interrupted=s.requeue_interrupted,
+                          extra_overrides=lambda n: self._extra(n, name),
+                          heartbeat_interval=s.heartbeat_interval, lock=lock,
+                          stale_after=s.stale_after, label=label)
+
+    def _work(self, space: _space.SearchSpace, sweep_dir: Path, name: str, label: str) -> None:
+        """One worker of a pool: the loop on the shared study; the controller reports."""
+        s = self.settings
+        lock = _storage.study_lock(s.storage, sweep_dir, name)
+        study, shown = open_study(s, space, sweep_dir, name, lock=lock, salt=label)
+        log.info("worker %s on study %r in %s", label, name, shown)
+        loop = self._loop(study, space, name, lock, label=label)
+        try:
+            loop.run()
+        except Interrupted:
+            print(f"worker {label}: interrupted after {loop.executed} job(s)")
+            raise SystemExit(130) from None
+        finally:
+            lock.close()
+        print(f"worker {label}: done, {loop.executed} job(s) run")
+        return None

@@ -24,6 +24,8 @@ Layout (``hydra.sweeper.*``)::
     trial_number_key / study_name_key: overrides passed to each job (``++key=value``)
     heartbeat_interval / stale_after: seconds; RUNNING trials of dead processes become FAIL
     plots:            enabled, contour: [param_x, param_y]
+    pool:             several hosts at once (docs/parallel.md): one worker process per entry
+                      of the app's ``launcher.hosts`` on the shared study
 
 No ``from __future__ import annotations`` here, on purpose: Hydra's plugin
 scanner executes this module before registering it in ``sys.modules``, and
@@ -97,13 +99,36 @@ class PlotsConf:
 
 
 @dataclass
+class PoolConf:
+    """A host pool: one worker process per host, all on one study (see ``_pool``)."""
+
+    # Where the app config lists the hosts (a list of mappings; null/empty: no pool).
+    hosts_key: Optional[str] = "launcher.hosts"
+    # Entry keys that set another config key; every other key K of an entry (except
+    # label and overrides) sets <parent of hosts_key>.K, e.g. launcher.host.
+    key_map: Dict[str, str] = field(default_factory=lambda: {"server_port": "server.port"})
+    # Overrides given to every worker (the project drops its multirun callback there:
+    # the controller owns the sweep's MLflow parent run).
+    worker_overrides: List[str] = field(default_factory=list)
+    # How to start a worker; null: the way this process was started (python -m sweep ...).
+    command: Optional[List[str]] = None
+    # A worker that dies (killed) is started again this many times per host.
+    max_restarts: int = 1
+    # Before a restart, wait up to this long for the dead worker's servers to exit.
+    restart_wait_s: float = 30.0
+    # Internal: set on a worker's command line to its host's label.
+    worker: Optional[str] = None
+
+
+@dataclass
 class SpecsweepOptunaSweeperConf:
     _target_: str = "hydra_plugins.specsweep_optuna_sweeper.optuna_sweeper.SpecsweepOptunaSweeper"
     # _self_ first: the app's search space (group hydra/sweeper/space, option "default",
     # e.g. conf/hydra/sweeper/space/default.yaml with "# @package hydra.sweeper") and the
     # command line override these dataclass defaults. "optional": apps without one still work.
+    # "optional pool": the app's pool settings (conf/hydra/sweeper/pool/default.yaml).
     defaults: List[Any] = field(default_factory=lambda: [
-        "_self_", {"sampler": "tpe"}, {"optional space": "default"}])
+        "_self_", {"sampler": "tpe"}, {"optional space": "default"}, {"optional pool": "default"}])
 
     sampler: SamplerConf = MISSING
     direction: Any = "maximize"
@@ -123,6 +148,7 @@ class SpecsweepOptunaSweeperConf:
     heartbeat_interval: float = 30.0
     stale_after: float = 600.0
     plots: PlotsConf = field(default_factory=PlotsConf)
+    pool: PoolConf = field(default_factory=PoolConf)
 
 
 _cs = ConfigStore.instance()
