@@ -7,6 +7,8 @@ trade-off across every configuration of a sweep (the Pareto front).
 
 Only ``matplotlib.figure.Figure`` is used (never pyplot): no GUI backend is
 selected, nothing global changes, and plotting works in a headless job.
+Figures are rendered straight to PNG by the Agg canvas in one draw
+(``savefig`` would draw twice: a dry run for the layout, then the real one).
 Every function returns the paths it wrote and writes nothing when there is
 no data, so callers can log whatever exists.
 """
@@ -49,8 +51,10 @@ def _concurrency_axis(ax: Any, cells: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    FigureCanvasAgg(fig).print_png(path)  # lays out and renders once
     return path
 
 
@@ -174,19 +178,20 @@ def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, flo
 def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None:
     """Per-stream vs aggregate tok/s of every cell of every ok trial, with the
     front drawn: the configurations worth keeping for some latency target."""
-    fig, (ax,) = _figure(1)
-    every: list[tuple[float, float]] = []
+    groups: list[tuple[list[float], list[float], str | None]] = []
     for i, doc in enumerate(d for d in docs if d.get("status") == "ok"):
         cells = [c for c in _ok_cells(doc.get("cells") or []) if c.get("per_stream_tok_s") is not None]
-        if not cells:
-            continue
-        xs = [float(c["per_stream_tok_s"]) for c in cells]
-        ys = [float(c["output_tok_s"]) for c in cells]
+        if cells:
+            label = (doc.get("trial") or {}).get("name") if i < max_legend else None
+            groups.append(([float(c["per_stream_tok_s"]) for c in cells],
+                           [float(c["output_tok_s"]) for c in cells], label))
+    if not groups:
+        return None  # before any figure is built
+    fig, (ax,) = _figure(1)
+    every: list[tuple[float, float]] = []
+    for xs, ys, label in groups:
         every.extend(zip(xs, ys))
-        label = (doc.get("trial") or {}).get("name") if i < max_legend else None
         ax.scatter(xs, ys, s=18, alpha=0.75, label=label)
-    if not every:
-        return None
     front = pareto_front(every)
     ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.2,
             marker="D", markersize=4, label="Pareto front")
