@@ -44,11 +44,12 @@ def _has_file_store(mlruns: Path) -> bool:
 def resolve_tracking_uri(configured: str | None = None, base: Path | None = None) -> str:
     """configured > $MLFLOW_TRACKING_URI > MLflow's default; local paths made
     absolute against ``base`` (the launch dir) so every job writes one store."""
-    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH, DEFAULT_TRACKING_URI
-
     base = Path(base) if base else launch_dir()
     uri = str(configured or os.environ.get("MLFLOW_TRACKING_URI") or "")
     if not uri:
+        # Only here: importing mlflow takes seconds, and a down server must fail fast.
+        from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH, DEFAULT_TRACKING_URI
+
         legacy = base / DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
         uri = legacy.resolve().as_uri() if _has_file_store(legacy) else DEFAULT_TRACKING_URI
     scheme = urlsplit(uri).scheme

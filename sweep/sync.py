@@ -107,13 +107,12 @@ def _active(client: Any, run_id: str) -> bool:
 
 
 def _create_parent(tracker: Tracker, sweep_dir: Path, record: Mapping[str, Any]) -> str:
-    client, exp = tracker.connect()
     red = redactor_for(record.get("params") or {})
     tags = {TAG_KIND: "sweep", TAG_SWEEP_KEY: sweep_key(sweep_dir), "sweep.id": sweep_dir.name,
             "specsweep.sweep_dir": str(sweep_dir.resolve()), "git.sha": git_sha(),
             "mlflow.source.git.commit": git_sha()}
-    run = client.create_run(exp, run_name=str(record.get("name") or sweep_dir.name),
-                            tags={k: red.text(str(v)) for k, v in tags.items() if v})
+    run = tracker.create_run(run_name=str(record.get("name") or sweep_dir.name),
+                             tags={k: red.text(str(v)) for k, v in tags.items() if v})
     run_id = str(run.info.run_id)
     tracker.log_batch(run_id, params=flatten_params(record.get("params") or {}, red))
     return run_id

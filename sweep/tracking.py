@@ -63,6 +63,11 @@ RESULT_FILE = "result.json"
 DEFAULT_EXPERIMENT = "specsweep"
 
 _warned = False
+# (tracking URI, experiment name) -> id, once per process: the jobs of a
+# multirun share one interpreter, and each one would look it up again.
+_experiment_ids: dict[tuple[str, str], str] = {}
+# What MLflow answers when a cached experiment was deleted (or removed) since.
+_STALE_EXPERIMENT = frozenset({"INVALID_PARAMETER_VALUE", "INVALID_STATE", "RESOURCE_DOES_NOT_EXIST"})
 
 
 class TrackingUnavailable(RuntimeError):
@@ -94,6 +99,7 @@ class Tracker:
         self._uri: str | None = None
         self._client: Any = None
         self._experiment_id: str | None = None
+        self._cached_experiment = False
 
     @property
     def tracking_uri(self) -> str:
@@ -123,13 +129,40 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         from mlflow.tracking import MlflowClient
 
+        from sweep import _sqlite_store
+
+        _sqlite_store.prepare(uri)  # a new local store without a thousand fsyncs
+        key = (uri, self.experiment)
+        self._cached_experiment = key in _experiment_ids
         try:
             client = MlflowClient(tracking_uri=uri)
-            self._experiment_id = self._ensure_experiment(client)
+            self._experiment_id = _experiment_ids.get(key) or self._ensure_experiment(client)
         except Exception as exc:
             raise TrackingUnavailable(f"MLflow at {safe_uri(uri)} failed: {exc}") from exc
+        _experiment_ids[key] = self._experiment_id
         self._client = client
         return client, self._experiment_id
+
+    def _forget_experiment(self) -> None:
+        """After a failure: the next connect looks the experiment up again
+        (it may have been deleted, and is then restored)."""
+        if self._uri is not None:
+            _experiment_ids.pop((self._uri, self.experiment), None)
+        self._client = self._experiment_id = None
+
+    def create_run(self, **kwargs: Any) -> Any:
+        """``client.create_run`` in this tracker's experiment. An id cached by
+        an earlier job of this process whose experiment was deleted since is
+        looked up once more (which restores the experiment)."""
+        client, exp = self.connect()
+        try:
+            return client.create_run(exp, **kwargs)
+        except Exception as exc:
+            if not self._cached_experiment or getattr(exc, "error_code", None) not in _STALE_EXPERIMENT:
+                raise
+        self._forget_experiment()
+        client, exp = self.connect()
+        return client.create_run(exp, **kwargs)
 
     def _ensure_experiment(self, client: Any) -> str:
         return ensure_experiment(client, self.experiment, self.tracking_uri)
@@ -149,12 +182,14 @@ class Tracker:
 
         client, _ = self.connect()
         plist = [Param(k, v) for k, v in (params or {}).items()]
-        for i in range(0, len(plist), 100):
-            client.log_batch(run_id, params=plist[i:i + 100])
         ts = timestamp or int(time.time() * 1000)
         mlist = [Metric(k, v, ts, step) for k, v, step in metrics]
-        for i in range(0, len(mlist), 1000):
-            client.log_batch(run_id, metrics=mlist[i:i + 1000])
+        # Params and metrics share requests: up to 100 params and 1000
+        # entities in all per request (mlflow.utils.validation.MAX_*_PER_BATCH).
+        while plist or mlist:
+            p, plist = plist[:100], plist[100:]
+            m, mlist = mlist[:1000 - len(p)], mlist[1000 - len(p):]
+            client.log_batch(run_id, metrics=m, params=p)
 
     # -- trials ---------------------------------------------------------------
     def log_trial(self, result: dict[str, Any], job_dir: Path, *,
@@ -165,6 +200,7 @@ class Tracker:
         try:
             return self.upload(result, Path(job_dir), parent_run_id=parent_run_id)
         except Exception as exc:  # noqa: BLE001 - the trial must never fail because of MLflow
+            self._forget_experiment()
             where = (result.get("trial") or {}).get("sweep_dir") or job_dir
             _warn_once(f"{exc}; results stay on disk ({Path(job_dir) / RESULT_FILE}): "
                        f"`python -m sweep.sync {where}` uploads them later")
@@ -198,14 +234,14 @@ class Tracker:
         return run_id, created
 
     def _create_trial_run(self, doc: dict[str, Any], rid: str, job_dir: Path, parent: str | None) -> str:
-        client, exp = self.connect()
         trial = doc.get("trial") or {}
         red = redactor_for(doc)
         tags = {k: truncate(red.text(str(v)), MAX_TAG_VALUE)
                 for k, v in trial_tags(doc, rid, parent, job_dir).items()}
-        run = client.create_run(exp, start_time=_ms(trial.get("started")), tags=tags,
-                                run_name=str(trial.get("name") or job_dir.name))
+        run = self.create_run(start_time=_ms(trial.get("started")), tags=tags,
+                              run_name=str(trial.get("name") or job_dir.name))
         run_id = str(run.info.run_id)
+        client, _ = self.connect()
         self.log_batch(run_id, params=flatten_params(doc.get("config") or {}, red),
                        metrics=trial_metrics(doc), timestamp=_ms(trial.get("finished")))
         with tempfile.TemporaryDirectory(prefix="specsweep-mlflow-") as tmp:

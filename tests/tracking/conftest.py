@@ -34,10 +34,11 @@ def free_port() -> int:
 
 @pytest.fixture(autouse=True)
 def _fresh_warning_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test sees the first warning of its own 'process'."""
+    """Each test sees the first warning (and experiment lookup) of its own 'process'."""
     import sweep.tracking as tracking
 
     monkeypatch.setattr(tracking, "_warned", False)
+    monkeypatch.setattr(tracking, "_experiment_ids", {})
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
