@@ -259,6 +259,9 @@ class OptunaSweeperImpl:
         hosts = _pool.hosts_of(self.config, s.pool)
         if hosts and s.storage is None:
             s.storage = _pool.default_storage(sweep_dir)
+        if hosts and s.storage in ("memory", ":memory:"):
+            raise ValueError("hydra.sweeper.storage=memory: a host pool needs a storage every "
+                             "worker process shares (null: a journal file in the sweep dir)")
         lock = _storage.study_lock(s.storage, sweep_dir, name)
         study, shown = open_study(s, space, sweep_dir, name, lock=lock)
         log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s",

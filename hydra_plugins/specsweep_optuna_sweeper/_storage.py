@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 OWNER_KEY = "specsweep:owner"          # {"host": ..., "pid": ...}
 HEARTBEAT_KEY = "specsweep:heartbeat"  # epoch seconds, refreshed while the job runs
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
+LOCK_RETRY_S = 60.0  # how long the study lock outlives an unreachable database
 
 
 def default_url(sweep_dir: str | os.PathLike[str]) -> str:
@@ -206,7 +207,22 @@ class StudyLock:
 
     def _acquire(self) -> None:
         delay, t0, warned = 0.005, time.monotonic(), 0.0
-        while not self._try():
+        failing_since: float | None = None
+        while True:
+            try:
+                if self._try():
+                    return
+                failing_since = None
+            except Exception as exc:  # the database is unreachable: retry for a while
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    log.warning("study lock (%s): %s; retrying for up to %.0f s", self.what,
+                                str(exc).splitlines()[0], LOCK_RETRY_S)
+                elif now - failing_since > LOCK_RETRY_S:
+                    raise
+                time.sleep(1.0)
+                continue
             waited = time.monotonic() - t0
             if waited - warned > 30:
                 warned = waited

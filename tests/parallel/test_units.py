@@ -285,3 +285,34 @@ def test_a_newline_in_a_host_entry_is_refused() -> None:
     with pytest.raises(ConfigError) as err:
         from_omegaconf(cfg)
     assert err.value.key == "launcher.hosts[0].unit" and "newlines" in err.value.message
+
+
+def test_study_lock_rides_out_a_short_database_outage(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = iter([RuntimeError("server closed the connection"), RuntimeError("refused"), True])
+
+    def try_acquire() -> bool:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(_storage.time, "sleep", lambda s: None)
+    with _storage.StudyLock("test", try_acquire, lambda: None):
+        pass
+    monkeypatch.setattr(_storage, "LOCK_RETRY_S", -1.0)
+    down = _storage.StudyLock("test", lambda: (_ for _ in ()).throw(RuntimeError("down")),
+                              lambda: None)
+    with pytest.raises(RuntimeError, match="down"):
+        with down:
+            pass
+
+
+def test_a_pool_refuses_a_storage_its_workers_cannot_share(tmp_path: Path) -> None:
+    from .conftest import run_sweep
+
+    proc = run_sweep(tmp_path, "launcher.hosts=[{server_port: 31001},{server_port: 31002}]",
+                     "hydra.sweeper.storage=memory", "workload=smoke", "mlflow.enabled=false",
+                     f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=60)
+    assert proc.returncode != 0
+    assert "a host pool needs a storage every worker process shares" in proc.stderr
+    assert not (tmp_path / "sweep" / "workers").exists()
