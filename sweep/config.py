@@ -13,6 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sweep._checks import (  # value checks, one ConfigError each
+    bool_ as _bool,
+    float_ as _float,
+    get as _get,
+    int_ as _int,
+    int_list as _int_list,
+    no_control_chars as _no_control_chars,
+    str_tuple as _str_tuple,
+)
 from sweep.errors import ConfigError
 
 CODING_EVALS = ("five", "humaneval", "off")
@@ -134,16 +142,6 @@ class TrialConfig:
     @property
     def simulated(self) -> bool:
         return self.server.simulated
-
-
-    bool_ as _bool,
-    float_ as _float,
-    get as _get,
-    int_ as _int,
-    int_list as _int_list,
-    no_control_chars as _no_control_chars,
-    str_tuple as _str_tuple,
-)
 
 
 # --------------------------------------------------------------------------- builders
