@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sweep.render import MASK
+
 if TYPE_CHECKING:
     from sweep.config import Launcher as LauncherConfig
     from sweep.config import Server
@@ -55,6 +57,19 @@ class ServerLauncher(abc.ABC):
 
     def __init__(self, settings: "LauncherConfig") -> None:
         self.settings = settings
+        self._secrets: set[str] = set()  # values masked by _redact (launch secrets, SSH ones)
+
+    def _num(self, key: str, default: float) -> float:
+        """A numeric launcher setting; ``default`` when it is missing or null."""
+        value = self.settings.get(key, default)
+        return float(default if value is None else value)
+
+    def _redact(self, text: str) -> str:
+        """``text`` with every known secret replaced by ``MASK`` (longest first)."""
+        for s in sorted(self._secrets, key=len, reverse=True):
+            if s:
+                text = text.replace(s, MASK)
+        return text
 
     @abc.abstractmethod
     def ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:

@@ -64,6 +64,7 @@ from launchers import _state
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, wait_ready
+from sweep.render import MASK
 
 if TYPE_CHECKING:
     from sweep.config import Server
@@ -71,7 +72,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MASK = "***"
 # Seconds after SIGTERM before the group also gets SIGINT (see LocalLauncher.stop).
 FORCE_QUIT_AFTER_S = 3.0
 INFO_PATHS = ("/get_server_info", "/server_info")
@@ -250,17 +250,6 @@ class LocalLauncher(ServerLauncher):
         self._server: Server | None = None
         self._log_path: Path | None = None
         self._info: dict[str, Any] = {}
-        self._secrets: set[str] = set()
-
-    def _num(self, key: str, default: float) -> float:
-        value = self.settings.get(key, default)
-        return float(default if value is None else value)
-
-    def _redact(self, text: str) -> str:
-        for s in sorted(self._secrets, key=len, reverse=True):
-            if s:
-                text = text.replace(s, MASK)
-        return text
 
     @staticmethod
     def _health_paths(server: Server) -> tuple[str, ...]:

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from sweep.render import Launch
 
 log = logging.getLogger(__name__)
-MASK = "***"
 WATCH_INTERVAL_S = 1.0
 
 
@@ -70,7 +69,7 @@ class SSHLauncher(ServerLauncher):
         self._forward: LocalForward | None = None
         self._direct_ok: bool | None = None
         self._preflight_ok: set[tuple[Any, ...]] = set()
-        self._secrets: set[str] = set(secret_values())
+        self._secrets.update(secret_values())
         self._trial_log: Path | None = None
         self._startup_text = ""
         self._info: dict[str, Any] = {}
@@ -80,16 +79,6 @@ class SSHLauncher(ServerLauncher):
     def bind(self, trial: "TrialConfig") -> None:
         """The full trial config (hardware, model) for the pre-flight checks."""
         self._trial = trial
-
-    def _num(self, key: str, default: float) -> float:
-        value = self.settings.get(key, default)
-        return float(default if value is None else value)
-
-    def _redact(self, text: str) -> str:
-        for s in sorted(self._secrets, key=len, reverse=True):
-            if s:
-                text = text.replace(s, MASK)
-        return text
 
     # ------------------------------------------------------------------ connection
 
