@@ -28,11 +28,12 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
+
+from sweep.result import write_atomic
 
 VERSION = 1
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -141,22 +142,13 @@ def state_path(directory: Path, host: str, port: int) -> Path:
 
 
 def write_state(path: Path, state: ServerState) -> None:
-    """Atomically (temp file + fsync + rename) write ``state``; owner-only permissions."""
+    """Atomically (temp file + fsync + rename) write ``state``; owner-only permissions.
+
+    The directory is created 0700 here; the file is 0600 because
+    ``write_atomic`` writes through ``mkstemp`` (0600) and renames it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = json.dumps(asdict(state), indent=2, sort_keys=True).encode() + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:  # mkstemp: mode 0600
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, dict(sorted(asdict(state).items())))  # flat: same bytes as sort_keys
 
 
 def read_state(path: Path) -> ServerState | None:
