@@ -136,7 +136,8 @@ def render_table(rows: Sequence[Row], title: str) -> Any:
         "★ best feasible (status ok, coding pass rate 1.0, zero errors); "
         "speedup = tok/s c1 over the autoregressive baseline on the same box "
         "(* = computed from this table's spec=none row)"), caption_justify="left")
-    for header in ("", "trial", "hw", "spec", "budget", "topk", "window", "status"):
+    # The trial name already reads hardware-spec-budget-topk-window.
+    for header in ("", "trial", "status"):
         table.add_column(header, no_wrap=header in ("trial", "status"))
     for header, _, _ in COLUMNS[:2]:
         table.add_column(header, justify="right")
@@ -149,8 +150,7 @@ def render_table(rows: Sequence[Row], title: str) -> Any:
                  for _, key, fmt in COLUMNS}
         speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x" + ("*" if r.speedup_from_table else "")
         style = "bold green" if r is best else ("red" if r.status != "ok" else ("dim" if not r.feasible else None))
-        table.add_row("★" if r is best else "", r.name, r.hardware, r.spec, *(
-            "-" if v is None else str(v) for v in (r.budget, r.topk, r.window)), status,
+        table.add_row("★" if r is best else "", r.name, status,
             cells["tok_s_c1"], cells["tok_s_peak"], speedup,
             *(cells[key] for _, key, _ in COLUMNS[2:]), style=style)
     return table
@@ -258,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console(highlight=False)
+    if not console.is_terminal:  # piped or logged: wide enough for every column
+        console = Console(highlight=False, width=160)
     if args.dir is not None:
         docs, sources = docs_from_dir(args.dir)
         keep = [i for i, d in enumerate(docs) if _match(d, args)]
