@@ -38,33 +38,37 @@ Why each mechanism is here:
 * **Kept server with secrets**: the redacting pump must outlive us too (a
   pump thread would die with us and leave the server writing into a broken
   pipe), so it is a small process of its own, in its own session.
+
+Where the code is: process groups, pdeathsig, the stop sequence and the port
+check in :mod:`launchers._local_process`; the log pump, marker lines and log
+windows in :mod:`launchers._local_log`; state files and adoption of kept
+servers in :mod:`launchers._local_kept` (on top of :mod:`launchers._state`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
-import json
 import logging
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import httpx
 
 from launchers import _state
+from launchers._local_kept import KeptServers
+from launchers._local_log import append_note, read_from, start_pump
+from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group_alive: public here
+    FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, spawn, terminate_group)
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, wait_ready
 from sweep.render import MASK
+from sweep.result import now_iso
 
 if TYPE_CHECKING:
     from sweep.config import Server
@@ -72,145 +76,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Seconds after SIGTERM before the group also gets SIGINT (see LocalLauncher.stop).
-FORCE_QUIT_AFTER_S = 3.0
 INFO_PATHS = ("/get_server_info", "/server_info")
 _SECRET_KEYS = ("api_key", "token", "secret", "password")
-
-# Resolved in the parent: the child between fork and exec must not dlopen/dlsym.
-_PR_SET_PDEATHSIG = 1
-try:
-    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):  # pragma: no cover - exotic libc
-    _prctl = None
-
-
-def _pdeathsig_preexec(parent_pid: int) -> Callable[[], None]:
-    """A preexec_fn asking the kernel to SIGTERM the child when we die."""
-
-    def preexec() -> None:
-        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent_pid:  # we died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-# --------------------------------------------------------------- process groups
-
-
-def _live_members(pgid: int) -> list[int]:
-    """Pids of the group's members that are not zombies (Linux /proc scan)."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()  # state ppid pgrp ...
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            out.append(int(entry.name))
-    return out
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any non-zombie process of group ``pgid`` remains."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if sys.platform.startswith("linux"):
-        return bool(_live_members(pgid))
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_group(proc: subprocess.Popen[bytes], pgid: int, timeout: float) -> bool:
-    """Wait until the leader is reaped and no member is alive; False on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None and not group_alive(pgid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """Whether something already listens on ``host:port``.
-
-    Binds with SO_REUSEADDR (like uvicorn) so sockets in TIME_WAIT from the
-    server we just stopped do not count, and also tries to connect, for a
-    listener on another address of the same port.
-    """
-    try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror:
-        infos = []
-    for family, kind, proto, _, addr in infos:
-        with socket.socket(family, kind, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(addr)
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return True
-    probe = "127.0.0.1" if host in ("", "0.0.0.0", "::", "localhost") else host
-    try:
-        with socket.create_connection((probe, port), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
-# --------------------------------------------------------------- log handling
-
-
-def _pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
-    """Copy server output to the log line by line, masking secrets."""
-    with src:
-        for line in iter(src.readline, b""):
-            text = redact(line.decode("utf-8", "surrogateescape"))
-            dst.write(text.encode("utf-8", "surrogateescape"))
-            dst.flush()
-
-
-# The redacting pump of a kept server, as a process (stdlib only; secrets come in the
-# environment, never on a command line; argv[1] is the log file).
-_PUMP_PROCESS = r"""
-import json, os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-secrets = sorted((s for s in json.loads(os.environ.pop("SPECSWEEP_REDACT")) if s), key=len, reverse=True)
-with open(sys.argv[1], "ab", buffering=0) as dst:
-    for line in iter(sys.stdin.buffer.readline, b""):
-        text = line.decode("utf-8", "surrogateescape")
-        for s in secrets:
-            text = text.replace(s, "***")
-        dst.write(text.encode("utf-8", "surrogateescape"))
-"""
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() < offset:  # truncated or replaced: read it all
-                offset = 0
-            f.seek(offset)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _redact_info(value: Any, redact: Callable[[str], str], key: str = "") -> Any:
@@ -226,14 +93,10 @@ def _redact_info(value: Any, redact: Callable[[str], str], key: str = "") -> Any
     return value
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 # --------------------------------------------------------------- the launcher
 
 
-class LocalLauncher(ServerLauncher):
+class LocalLauncher(KeptServers, ServerLauncher):
     """Owns at most one local server process group at a time."""
 
     def __init__(self, settings: Any) -> None:
@@ -283,7 +146,7 @@ class LocalLauncher(ServerLauncher):
             proc, server = self._proc, self._server
             if proc is None or proc.poll() is not None:
                 return None
-            pgid = self._pgid(proc)
+            pgid = pgid_of(proc)
             line = (f"keep_server: the server stays up after this run (pid {proc.pid}"
                     + (f", {server.base_url}" if server is not None else "")
                     + "); the next run with the same launch reuses it; "
@@ -308,7 +171,7 @@ class LocalLauncher(ServerLauncher):
         path, offset = mark if mark else (None, 0)
         if path is None:
             return ""
-        return self._redact(_read_from(Path(path), int(offset)))
+        return self._redact(read_from(Path(path), int(offset)))
 
     def alive(self) -> bool:
         proc = self._proc
@@ -317,44 +180,20 @@ class LocalLauncher(ServerLauncher):
     def stop(self) -> None:
         """SIGTERM the group, then SIGINT, then SIGKILL at ``stop_grace_s``; reap. Idempotent.
 
-        SGLang and the sim serve through uvicorn, whose SIGTERM shutdown waits
-        for open connections to close: after an interrupted benchmark the
-        controller's abandoned streams would hold the server for the whole
-        grace period and end in SIGKILL (skipping SGLang's own cleanup of its
-        children). A SIGINT after FORCE_QUIT_AFTER_S is uvicorn's "second
-        Ctrl-C": it quits without waiting, cleanly. A second Ctrl-C of ours
-        while waiting skips the grace period but still kills the group before
-        the KeyboardInterrupt propagates.
+        Why SIGINT in between: :func:`launchers._local_process.terminate_group`.
         """
         with self._lock:
             proc = self._proc
             if proc is None:
                 return
-            pgid = self._pgid(proc)
+            pgid = pgid_of(proc)
             grace = self._num("stop_grace_s", 30.0)
-            nudge = min(FORCE_QUIT_AFTER_S, grace / 2)
             try:
-                _signal_group(pgid, signal.SIGTERM)
-                _signal_group(pgid, signal.SIGCONT)  # a stopped (SIGSTOP/^Z) member acts on it
-                if not _wait_group(proc, pgid, nudge):
-                    _signal_group(pgid, signal.SIGINT)
-                    if not _wait_group(proc, pgid, grace - nudge):
-                        _signal_group(pgid, signal.SIGKILL)
-                        _wait_group(proc, pgid, 10.0)
-            except BaseException:
-                _signal_group(pgid, signal.SIGKILL)
-                _wait_group(proc, pgid, 5.0)
-                raise
+                terminate_group(proc, pgid, grace)
             finally:
                 self._finish_stop(proc)
 
     # ---- internals
-
-    @staticmethod
-    def _pgid(proc: subprocess.Popen[bytes] | _state.AdoptedProcess) -> int:
-        if isinstance(proc, _state.AdoptedProcess):
-            return proc.state.pgid
-        return proc.pid  # leader of its own session: pgid == pid
 
     def _finish_stop(self, proc: subprocess.Popen[bytes] | _state.AdoptedProcess) -> None:
         try:
@@ -382,114 +221,9 @@ class LocalLauncher(ServerLauncher):
         self._server = None
         self._info = {}
 
-    # ---- servers kept by an earlier run (state files)
-
-    def _state_file(self, server: Server) -> Path:
-        return _state.state_path(_state.state_dir(self.settings), server.host, server.port)
-
-    def _adopt_kept(self, launch: Launch, server: Server) -> ServerHandle | None:
-        """Adopt (same fingerprint, healthy) or stop the server an earlier run kept on this port.
-
-        Returns the handle of the adopted server, or None when the caller must
-        start one. A stale state file is removed; its pid is never signalled.
-        ``self._port_note`` says what was found, for a ``port_in_use`` message.
-        """
-        self._port_note = ""
-        path = self._state_file(server)
-        try:
-            kept = _state.read_state(path)
-        except ValueError as exc:
-            path.unlink(missing_ok=True)
-            self._port_note = f"an unreadable state file was removed: {exc}"
-            logger.warning("%s", self._port_note)
-            return None
-        if kept is None:
-            return None
-        if not kept.is_running():
-            _state.remove_state(path, kept.pid)
-            self._port_note = (f"a stale state file {path} was found and removed: pid {kept.pid} "
-                               "is gone or is now another process")
-            logger.info("%s", self._port_note)
-            return None
-        if kept.owner_alive() and not kept.owned_by_me():
-            self._port_note = (f"it is the specsweep server pid {kept.pid} that the still-running "
-                               f"specsweep process {kept.owner_pid} uses (state file {path})")
-            return None
-        # Ours, and nobody else's any more: take it over.
-        self._proc = _state.AdoptedProcess(kept)
-        self._launch, self._server = launch, server
-        self._log_path = Path(kept.log_path)
-        self._state_path = path
-        self._info = {}
-        why = ""
-        if kept.fingerprint != launch.fingerprint or kept.base_url != server.base_url:
-            why = (f"its launch changed (fingerprint {kept.fingerprint} -> {launch.fingerprint})"
-                   if kept.fingerprint != launch.fingerprint
-                   else f"its URL changed ({kept.base_url} -> {server.base_url})")
-        elif not check_health(server.base_url, health_paths=self._health_paths(server),
-                              api_key=server.api_key):
-            why = "it failed its health check"
-        if why:
-            logger.info("kept server pid %s on %s:%s: %s; stopping it", kept.pid, server.host,
-                     server.port, why)
-            self._note(f"kept server: {why}: stopping it")
-            self.stop()
-            return None
-        keep = bool(self.settings.get("keep_server", False))
-        try:
-            me, my_ticks = _state.own_identity()
-            kept.owner_pid, kept.owner_start_ticks, kept.keep_server = me, my_ticks, keep
-            _state.write_state(path, kept)
-        except OSError as exc:  # the server is usable; only the hand-over record failed
-            logger.warning("could not update %s: %s", path, exc)
-        self._info = self._fetch_info(server, launch)
-        self._note(f"adopted by specsweep pid {os.getpid()}: kept server pid {kept.pid} "
-                   f"(started {kept.started}) reused, fingerprint={launch.fingerprint}")
-        logger.info("reusing the server kept by an earlier run: pid %s at %s (started %s; "
-                 "stop it with: %s)", kept.pid, server.base_url, kept.started, kept.stop_command())
-        return self._handle(reused=True, startup_s=0.0)
-
-    def _record_state(self, proc: subprocess.Popen[bytes], launch: Launch, server: Server,
-                      log_path: Path, keep: bool) -> None:
-        """Describe the server we just spawned (best effort: a read-only home must not fail a trial)."""
-        path = self._state_file(server)
-        me, my_ticks = _state.own_identity()
-        state = _state.ServerState(
-            host=server.host, port=server.port, base_url=server.base_url, pid=proc.pid,
-            pgid=proc.pid, start_ticks=_state.start_ticks(proc.pid), boot_id=_state.boot_id(),
-            fingerprint=launch.fingerprint, log_path=str(log_path.resolve()),
-            command=launch.shell_line(redact=True), started=_now(), keep_server=keep,
-            owner_pid=me, owner_start_ticks=my_ticks)
-        try:
-            _state.write_state(path, state)
-        except OSError as exc:
-            logger.warning("could not record the server in %s (%s): a kept server will not be "
-                        "reused by the next run", path, exc)
-            return
-        self._state_path = path
-
-    def _port_in_use_message(self, server: Server) -> str:
-        where = f"{server.host}:{server.port}"
-        if self._port_note:
-            found = self._port_note
-        else:
-            directory = _state.state_dir(self.settings)
-            others = [f"{p.name} names pid {st.pid} ({st.host}); stop it with: {st.stop_command()}"
-                      for p, st in _state.states_on_port(directory, server.port) if st.is_running()]
-            found = ("; ".join(others) if others
-                     else f"no specsweep state file for it in {directory}")
-        return (f"{where} is already in use by a process this launcher did not start ({found}); "
-                + hint("port_in_use"))
-
     def _note(self, what: str) -> None:
         """Append a marker line to the current server log."""
-        if self._log_path is None:
-            return
-        try:
-            with open(self._log_path, "ab") as f:
-                f.write(f"===== specsweep {_now()} {what} =====\n".encode())
-        except OSError:
-            pass
+        append_note(self._log_path, what)
 
     def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle:
         assert self._launch is not None and self._server is not None and self._proc is not None
@@ -503,19 +237,16 @@ class LocalLauncher(ServerLauncher):
         trial_dir.mkdir(parents=True, exist_ok=True)
         log_path = trial_dir / "server.log"
         keep = bool(self.settings.get("keep_server", False))
-        preexec = _pdeathsig_preexec(os.getpid()) if _prctl is not None and not keep else None
         env = {**os.environ, **launch.env}
         with open(log_path, "ab") as log:
-            log.write(f"===== specsweep {_now()} start fingerprint={launch.fingerprint}: "
+            log.write(f"===== specsweep {now_iso()} start fingerprint={launch.fingerprint}: "
                       f"{launch.shell_line(redact=True)} =====\n".encode())
             log.flush()
             start_offset = log.tell()
             t0 = time.monotonic()
             try:
-                proc = subprocess.Popen(
-                    launch.argv, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if launch.secrets else log, stderr=subprocess.STDOUT,
-                    env=env, start_new_session=True, preexec_fn=preexec, close_fds=True)
+                proc = spawn(launch.argv, env=env, pdeathsig=not keep,
+                             stdout=subprocess.PIPE if launch.secrets else log)
             except OSError as exc:
                 msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
                 log.write(f"specsweep: {msg}\n".encode())
@@ -525,15 +256,8 @@ class LocalLauncher(ServerLauncher):
             self._info = {}
             self._record_state(proc, launch, server, log_path, keep)
             if launch.secrets:
-                assert proc.stdout is not None
-                if keep:
-                    self._start_pump_process(proc, launch, log_path)
-                else:
-                    pump_log = open(log_path, "ab")  # owned by the pump thread
-                    self._pump_thread = threading.Thread(
-                        target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
-                        name=f"server-log-{proc.pid}", daemon=True)
-                    self._pump_thread.start()
+                self._pump_thread, self._pump_proc = start_pump(
+                    proc, log_path, launch.secrets, launch.redact, outlive_us=keep)
         try:
             with self._progress(server) as on_wait:
                 wait_ready(server.base_url, health_paths=self._health_paths(server),
@@ -551,31 +275,6 @@ class LocalLauncher(ServerLauncher):
         self._note(f"ready after {startup_s:.1f} s (pid {proc.pid})")
         return self._handle(reused=False, startup_s=startup_s)
 
-    def _start_pump_process(self, proc: subprocess.Popen[bytes], launch: Launch, log_path: Path) -> None:
-        """The redacting pump of a kept server: a process in its own session that outlives us."""
-        assert proc.stdout is not None
-        env = {**os.environ, "SPECSWEEP_REDACT": json.dumps(sorted(launch.secrets))}
-        try:
-            self._pump_proc = subprocess.Popen(
-                [sys.executable, "-c", _PUMP_PROCESS, str(log_path)], stdin=proc.stdout,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                start_new_session=True, close_fds=True)
-        except OSError as exc:  # pragma: no cover - we just ran this interpreter
-            logger.warning("no pump process (%s): the server log is pumped by a thread that ends "
-                        "with this run", exc)
-            pump_log = open(log_path, "ab")
-            self._pump_thread = threading.Thread(
-                target=self._run_pump, args=(proc.stdout, pump_log, launch.redact),
-                name=f"server-log-{proc.pid}", daemon=True)
-            self._pump_thread.start()
-            return
-        proc.stdout.close()  # the pump owns the read end now
-
-    @staticmethod
-    def _run_pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
-        with dst:
-            _pump(src, dst, redact)
-
     def _failure(self, exc: LaunchFailure, log_path: Path, offset: int) -> LaunchFailure:
         """Stop what is left, mine this start's log section, build the user-facing failure.
 
@@ -585,7 +284,7 @@ class LocalLauncher(ServerLauncher):
         assert self._proc is not None
         code = self._proc.poll()
         self.stop()
-        text = self._redact(_read_from(log_path, offset))
+        text = self._redact(read_from(log_path, offset))
         if exc.reason == "timeout":
             found = classify(text, exited=False)
             reason = "timeout" if found == "unknown" else found
