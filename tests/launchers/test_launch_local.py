@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import sys
@@ -170,7 +171,7 @@ def test_unhealthy_server_is_restarted_not_reused(launcher: LocalLauncher, port:
 
 
 def _pids_from_log(path: Path, what: str) -> list[int]:
-    return [int(line.split()[-1]) for line in path.read_text().splitlines() if line.startswith(what)]
+    return [int(m) for m in re.findall(rf"\b{what} (\d+)\n", path.read_text())]
 
 
 @pytest.mark.parametrize("ignore_term", [False, True], ids=["sigterm", "sigkill-after-grace"])

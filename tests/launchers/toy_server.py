@@ -27,8 +27,8 @@ def spawn_tree(ignore_term: bool) -> None:
         "g = subprocess.Popen([sys.executable, '-c', "
         "'import signal, time, sys; ign = ' + repr(ign) + '\\n"
         "if ign: signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGINT, signal.SIG_IGN)\\n"
-        "print(\"grandchild pid\", __import__(\"os\").getpid(), flush=True); time.sleep(600)'])\n"
-        "print('child pid', os.getpid(), flush=True)\n"
+        "sys.stdout.write(\"grandchild pid %d\\\\n\" % __import__(\"os\").getpid()); sys.stdout.flush(); time.sleep(600)'])\n"
+        "sys.stdout.write('child pid %d\\n' % os.getpid()); sys.stdout.flush()  # one write: no interleaving\n"
         "time.sleep(600)\n"
     )
     subprocess.Popen([sys.executable, "-c", code])
