@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -85,8 +86,13 @@ def server_command(t: FrozenTrial) -> str | None:
         return None
 
 
+# Keys that describe how the study ran (the host pool), not the config found.
+_RUN_ONLY_PREFIXES = ("launcher.hosts", "+launcher.hosts", "++launcher.hosts")
+
+
 def overrides_of(t: FrozenTrial, space: SearchSpace) -> list[str]:
-    return space.overrides(t.params)
+    """The overrides that reproduce trial ``t`` as one plain run."""
+    return [o for o in space.overrides(t.params) if not o.startswith(_RUN_ONLY_PREFIXES)]
 
 
 def best_yaml(t: FrozenTrial, space: SearchSpace, groups: Mapping[str, Any], config_name: str,
@@ -228,7 +234,7 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             print(f"  server command: {command}")
         print(f"  written: {best_path}")
         print(f"  rerun:   {cmd} --config-dir {sweep_dir} --config-name best")
-        print(f"     or:   {cmd} " + " ".join(overrides_of(best, space)))
+        print(f"     or:   {cmd} " + " ".join(shlex.quote(o) for o in overrides_of(best, space)))
         results.update(best_params=dict(best.params), best_trial=best.number,
                        best_values=dict(zip(metric_names, best.values or [])))
         if len(study.directions) == 1 and best.values:

@@ -105,3 +105,20 @@ def test_stale_reason() -> None:
     assert "gone" in (_storage.stale_reason(T(dead), 600) or "")
     assert _storage.stale_reason(T(alive), 600) is None
     assert "heartbeat" in (_storage.stale_reason(T(old), 600) or "")
+
+
+def test_best_rerun_line_drops_the_host_pool() -> None:
+    """The rerun of the best config is one plain run: no launcher.hosts pool."""
+    import optuna
+
+    from hydra_plugins.specsweep_optuna_sweeper._report import overrides_of
+    from hydra_plugins.specsweep_optuna_sweeper._space import SearchSpace
+
+    space = SearchSpace(
+        distributions={"spec.budget": optuna.distributions.CategoricalDistribution([4, 8])},
+        keys={"spec.budget": "spec.budget"},
+        fixed={"workload": "workload=smoke",
+               "launcher.hosts": "launcher.hosts=[{server_port: 31001}, {server_port: 31002}]"})
+    trial = optuna.trial.create_trial(params={"spec.budget": 8}, distributions=space.distributions,
+                                      value=1.0)
+    assert overrides_of(trial, space) == ["workload=smoke", "spec.budget=8"]
