@@ -8,12 +8,8 @@ and that group is stopped at teardown.
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -45,42 +41,11 @@ def _fresh_warning_state(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a live ``mlflow server`` (sqlite backend, proxied artifacts)."""
+    from parallel.services import mlflow_server as start_mlflow_server  # one starter for all suites
+
     root = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    log = open(root / "server.log", "wb")
-    mlflow_bin = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow_bin) if mlflow_bin.exists() else "mlflow", "server",
-           "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-           "--artifacts-destination", str(root / "artifacts"),
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    proc = subprocess.Popen(cmd, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited ({proc.returncode}): "
-                                   f"{(root / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server not healthy after 120 s: "
-                                   f"{(root / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.3)
+    with start_mlflow_server(f"sqlite:///{root / 'mlflow.db'}", root) as url:
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=8)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
-        log.close()
 
 
 @pytest.fixture(scope="session")
