@@ -155,7 +155,11 @@ def evaluate(output: str, trial: "TrialConfig | None", launch: "Launch", *, port
     checks.append(Check("workdir", "ok" if wd else "fail",
                         f"{workdir} is writable" if wd else f"cannot create or write {workdir} "
                         "(launcher.workdir)"))
-    checks.append(_headers(s.get("headers", []), server_python(launch), simulated))
+    if trial is not None and trial.hardware.num_gpus == 0 and not simulated:
+        checks.append(Check("python headers", "skip", f"hardware={trial.hardware.name} has no GPU "
+                            "(no Triton kernels to compile)"))
+    else:
+        checks.append(_headers(s.get("headers", []), server_python(launch), simulated))
     busy = s.get("port", [])[:1] == ["busy"]
     if busy and port_owned:
         checks.append(Check("port", "ok", f"{port} is held by the server this launcher manages "
@@ -193,6 +197,8 @@ def _gpu(lines: list[str], trial: "TrialConfig | None") -> Check:
     if trial.server.simulated:
         return Check("gpus", "skip", "server is simulated (no GPU needed)")
     hw = trial.hardware
+    if hw.num_gpus == 0:
+        return Check("gpus", "skip", f"hardware={hw.name} is a CPU box (no GPU expected)")
     rc = next((ln for ln in reversed(lines) if ln.startswith("rc=")), "rc=127")
     rows = [ln for ln in lines if not ln.startswith("rc=")]
     if rc != "rc=0":

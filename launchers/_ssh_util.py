@@ -28,12 +28,13 @@ def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def fetch_info(url: str, api_key: str | None, redact: Callable[[str], str]) -> dict[str, Any]:
-    """Version and server args (/get_server_info or /server_info), secrets masked; {} if neither."""
+def fetch_info(url: str, api_key: str | None, redact: Callable[[str], str],
+               paths: tuple[str, ...] = INFO_PATHS) -> dict[str, Any]:
+    """Version and server args (``server.info_paths``), secrets masked; {} if none answers."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
-            for path in INFO_PATHS:
+            for path in paths:
                 try:
                     r = client.get(url + path)
                     data = r.json() if r.status_code == 200 else None

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from sweep.config import Server
     from sweep.render import Launch
 
-# Reasons a launch fails; launchers.classify mines the first seven from logs.
+# Reasons a launch fails; launchers.classify mines the first eight from logs.
 REASONS = (
-    "cuda_graph", "oom", "missing_module", "python_headers", "bad_flag",
+    "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
     "port_in_use", "timeout", "crashed", "unknown",
     # SSH launcher
     "ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight",

@@ -76,7 +76,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-INFO_PATHS = ("/get_server_info", "/server_info")
 _SECRET_KEYS = ("api_key", "token", "secret", "password")
 
 
@@ -296,11 +295,12 @@ class LocalLauncher(KeptServers, ServerLauncher):
         return LaunchFailure(reason, f"{what}; {hint(reason)} (log: {log_path})", tail(text, n))
 
     def _fetch_info(self, server: Server, launch: Launch) -> dict[str, Any]:
-        """Version and server args from /get_server_info (or /server_info); {} if neither works."""
+        """Version and server args from ``server.info_paths`` (SGLang: /get_server_info,
+        llama.cpp: /props), the first that answers; {} if none works."""
         headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
         try:
             with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
-                for path in INFO_PATHS:
+                for path in server.info_paths:
                     try:
                         r = client.get(server.base_url + path)
                         data = r.json() if r.status_code == 200 else None

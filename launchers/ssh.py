@@ -170,7 +170,7 @@ class SSHLauncher(ServerLauncher):
                 healthy = check_health(url, health_paths=paths, api_key=server.api_key)
             if healthy:
                 self._launch, self._server, self._owned = launch, server, True
-                self._info = self._info or fetch_info(url, server.api_key, self._redact)
+                self._info = self._info or fetch_info(url, server.api_key, self._redact, server.info_paths)
                 self._write_trial_log(f"specsweep: reused {backend.describe()}\n")
                 return self._handle(url, reused=True, startup_s=0.0)
         self._preflight(launch, server, trial_dir, port_owned=running)
@@ -187,7 +187,7 @@ class SSHLauncher(ServerLauncher):
             self._stop_quietly()
             raise
         startup_s = time.monotonic() - t0
-        self._info = fetch_info(url, server.api_key, self._redact)
+        self._info = fetch_info(url, server.api_key, self._redact, server.info_paths)
         self._startup_text = self._redact(self._safe_log(backend.start_mark))
         self._write_trial_log("")
         return self._handle(url, reused=False, startup_s=startup_s)

@@ -7,7 +7,9 @@ import sys
 
 def main() -> None:
     from sweep import plugins, preflight
+    from sweep._group_defaults import implied
 
+    sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu
     plugins.register()
     preflight.check(sys.argv[1:])
     from sweep.app import task

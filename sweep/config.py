@@ -24,6 +24,8 @@ from sweep._checks import (  # value checks, one ConfigError each
 from sweep.errors import ConfigError
 
 CODING_EVALS = ("five", "humaneval", "off")
+# Figures of hardware.perf the simulator's performance model cannot do without.
+SIM_PERF_KEYS = ("mem_bw_tbs", "link_bw_gbs", "link_latency_us")
 LAUNCH_MODES = ("systemd", "process")
 
 
@@ -86,6 +88,12 @@ class Server:
     env: Mapping[str, Any]
     sim_args: Mapping[str, Any] = field(default_factory=dict)
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    # where the server reports speculative acceptance (sweep/bench/acceptance.py)
+    acceptance: Mapping[str, Any] = field(default_factory=dict)
+    # server info endpoints the launcher records (SGLang: /get_server_info, llama.cpp: /props)
+    info_paths: tuple[str, ...] = ("/get_server_info", "/server_info")
+    # how `python -m sweep.engines` installs the server (None: installed by the user)
+    install: Mapping[str, Any] | None = None
 
     @property
     def base_url(self) -> str:
@@ -149,17 +157,18 @@ class TrialConfig:
 
 def _hardware(node: Mapping[str, Any]) -> Hardware:
     p = "hardware"
-    num = _int(node, p, "num_gpus", lo=1)
-    tp = _int(node, p, "tp", lo=1, hi=num, what="GPUs in the box")
-    ep = _int(node, p, "ep", lo=1, hi=num, what="GPUs in the box")
-    dp = _int(node, p, "dp", lo=1, hi=num, what="GPUs in the box")
+    num = _int(node, p, "num_gpus", lo=0)  # 0: a CPU box (llama.cpp)
+    assert num is not None
+    tp = _int(node, p, "tp", lo=1, hi=max(num, 1), what="GPUs in the box")
+    ep = _int(node, p, "ep", lo=1, hi=max(num, 1), what="GPUs in the box")
+    dp = _int(node, p, "dp", lo=1, hi=max(num, 1), what="GPUs in the box")
     assert num is not None and tp is not None and ep is not None and dp is not None
     if tp % ep != 0:
         raise ConfigError(f"{p}.ep", f"must divide hardware.tp={tp} (allowed: "
                           f"{', '.join(str(d) for d in range(1, tp + 1) if tp % d == 0)}), got {ep}")
     perf = node.get("perf") or {}
-    for key in ("mem_bw_tbs", "link_bw_gbs", "link_latency_us"):
-        _float(perf, f"{p}.perf", key, lo=0)
+    for key in SIM_PERF_KEYS:  # required by server=sim only (_check_server_needs)
+        _float(perf, f"{p}.perf", key, lo=0, optional=True)
     cost = _float(node, p, "cost_per_hour", lo=0, optional=True)
     return Hardware(
         name=str(_get(node, p, "name")), gpu=str(node.get("gpu", "")), num_gpus=num,
@@ -181,11 +190,34 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     if window is not None and block is not None and window < block:
         raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
     num_steps = _int(node, p, "num_steps", lo=1, optional=True)
+    _synthetic(node, p, budget)
     render = node.get("render") or {}
     if not isinstance(render, Mapping):
         raise ConfigError(f"{p}.render", "must be a mapping of server flavor -> {args, env}")
     return Spec(algorithm=algorithm, budget=budget, topk=topk, window=window, block=block,
                 num_steps=num_steps, draft_family=node.get("draft_family"), render=dict(render))
+
+
+def _synthetic(node: Mapping[str, Any], p: str, budget: int | None) -> None:
+    """Synthetic acceptance knobs (llama.cpp's --spec-synth-*), checked before a server starts."""
+    length = _float(node, p, "synth_len", lo=1, optional=True)
+    rates = node.get("synth_rates")
+    if length is not None and rates is not None:
+        raise ConfigError(f"{p}.synth_rates", "and spec.synth_len are mutually exclusive: set one to null")
+    if length is not None and budget is not None and length > budget + 1:
+        raise ConfigError(f"{p}.synth_len", f"must be in [1, {budget + 1}] (spec.budget + 1), got {length:g}")
+    if rates is None:
+        return
+    if not isinstance(rates, (list, tuple)) or not rates:
+        raise ConfigError(f"{p}.synth_rates", f"must be a list of probabilities, got {rates!r}")
+    values = [_float({"synth_rates": r}, p, "synth_rates", lo=0) for r in rates]
+    if budget is not None and len(values) != budget:
+        raise ConfigError(f"{p}.synth_rates", f"must have spec.budget={budget} values, got {len(values)}")
+    for prev, cur in zip(values, values[1:]):
+        if cur is not None and prev is not None and cur > prev:
+            raise ConfigError(f"{p}.synth_rates", f"must be non-increasing probabilities in [0, 1], got {list(rates)}")
+    if any(v is not None and v > 1 for v in values):
+        raise ConfigError(f"{p}.synth_rates", f"must be probabilities in [0, 1], got {list(rates)}")
 
 
 def _model(node: Mapping[str, Any]) -> Model:
@@ -232,7 +264,22 @@ def _server(node: Mapping[str, Any]) -> Server:
         args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
         sim_args=dict(node.get("sim_args") or {}),
         request_extras=dict(node.get("request_extras") or {}),
+        acceptance=_acceptance(node.get("acceptance"), f"{p}.acceptance"),
+        info_paths=_str_tuple(node.get("info_paths"), f"{p}.info_paths") or ("/get_server_info", "/server_info"),
+        install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
+
+
+def _acceptance(node: Any, p: str) -> dict[str, Any]:
+    """The server's acceptance declarations, checked so a bad regex fails at compose time."""
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        raise ConfigError(p, "must be a mapping with request / metrics / log")
+    from sweep.bench.acceptance import check_declaration
+
+    check_declaration(node, p)
+    return dict(node)
 
 
 def _launcher(node: Mapping[str, Any]) -> Launcher:
@@ -346,12 +393,16 @@ def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
     )
 
 
-def _check_server_needs(server: Server, spec: Spec, model: Model) -> None:
+def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hardware) -> None:
     if server.flavor not in spec.render:
         allowed = "none" if not spec.render else ", ".join(sorted(spec.render))
         raise ConfigError("spec", f"spec={spec.algorithm} has no rendering for server={server.name} "
                           f"(flavor {server.flavor}); spec.render has: {allowed}")
     if server.simulated:
+        for key in SIM_PERF_KEYS:
+            if hardware.perf.get(key) is None:
+                raise ConfigError(f"hardware.perf.{key}", f"is required for server={server.name} (the "
+                                  f"simulator models it); hardware={hardware.name} leaves it unknown")
         return
     if not model.path:
         raise ConfigError("model.path", f"is required for server={server.name} "
@@ -373,7 +424,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     server = _server(cfg["server"])
     launcher = _launcher(cfg["launcher"])
     workload = _workload(cfg["workload"], model.context_length)
-    _check_server_needs(server, spec, model)
+    _check_server_needs(server, spec, model, hardware)
     return TrialConfig(hardware=hardware, spec=spec, model=model, server=server,
                        launcher=launcher, workload=workload,
                        dry_run=bool(cfg.get("dry_run", False)), raw=dict(cfg))

@@ -56,6 +56,7 @@ def diagnose(trial: "TrialConfig", launch: "Launch") -> tuple[str, list["Check"]
                           f"variables, fingerprint {launch.fingerprint}"))
     except LaunchFailure as f:
         rows.append(Check("launch", "fail", f.message))
+    rows += _engine_rows(trial)
     if trial.launcher.name != "ssh":
         settings = {**trial.launcher.settings, "mode": "local", "workdir": os.getcwd()}
         rows += run_checks(_local_run, trial, launch, settings, port=trial.server.port,
@@ -86,6 +87,23 @@ def diagnose(trial: "TrialConfig", launch: "Launch") -> tuple[str, list["Check"]
     finally:
         lau.stop()  # owns nothing here: only closes the connection
     return where, rows
+
+
+def _engine_rows(trial: "TrialConfig") -> list["Check"]:
+    """A server built by ``python -m sweep.engines``: is its cache entry complete?"""
+    from launchers._ssh_preflight import Check
+
+    install = trial.server.install
+    if not install or trial.launcher.name == "ssh":
+        return []
+    from sweep._engine_build import complete
+
+    exe = complete(install)
+    if exe is None:
+        return [Check("engine", "fail", f"{trial.server.name} {install.get('version')} is not built for this "
+                      f"CPU ({install.get('cpu_target')}) in {install.get('dir')}: run "
+                      f"python -m sweep.engines {trial.server.name}")]
+    return [Check("engine", "ok", f"{trial.server.name} {install.get('version')} built: {exe}")]
 
 
 def print_table(where: str, rows: Sequence["Check"]) -> None:

@@ -77,6 +77,7 @@ def _new_result(cfg: TrialConfig, launch: Launch, ctx: Mapping[str, Any]) -> dic
         "cells": [],
         "coding": None,
         "accept_len": {"requests": None, "log": None, "metrics": None},
+        "acceptance": None,
         "metrics": {},
         "speedup_vs_baseline": None,
         "baseline": None,
@@ -103,30 +104,55 @@ def _fail(doc: dict[str, Any], reason: str, message: str, log_tail: str = "") ->
 
 def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any],
                path: Path) -> None:
-    """Coding eval, then the matrix, then server-side stats for this window."""
-    from sweep.bench import serverstats
+    """Coding eval, then the matrix, then acceptance as the server reports it for this window.
+
+    Where the server reports acceptance (response fields, /metrics names, log
+    lines) is its group's ``server.acceptance`` (:mod:`sweep.bench.acceptance`).
+    """
+    from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix
 
+    readers = acceptance.Readers.of(cfg.server.acceptance)
     mark = launcher.log_mark()
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
+    before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
     if wl.coding != "off":
         doc["coding"] = run_coding_eval(base_url, wl, model_name, api_key=key,
                                         request_extras=cfg.server.request_extras).to_dict()
         resultfile.write_atomic(path, resultfile.clean_number(doc))
     cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+    from_requests = acceptance.apply(cells, readers.request)
     doc["cells"] = [c.to_dict() for c in cells]
     doc["accept_len"]["requests"] = score.trial_accept_len(doc["cells"])
-    from_log = serverstats.accept_from_log(launcher.log_since(mark))
+    log_text = launcher.log_since(mark)
+    from_log = readers.log.read(log_text)
     doc["accept_len"]["log"] = from_log.get("accept_len") if from_log else None
     doc["accept_len"]["log_samples"] = from_log.get("samples") if from_log else 0
-    if cfg.server.enable_metrics:
-        gauges = serverstats.fetch_metrics(base_url, api_key=key)
-        doc["accept_len"]["metrics"] = gauges.get("sglang:spec_accept_length")
+    doc["acceptance"] = {"requests": from_requests.to_dict() if from_requests else None,
+                         "log": from_log, "metrics": None}
+    if before is not None:
+        after = _metrics(cfg, readers, base_url) or {}
+        from sweep.bench.serverstats import metrics_delta
+
+        window = readers.metrics.read(metrics_delta(before, after))
+        window["per_position"] = readers.metrics.positions(before, after, window.get("drafts"))
+        doc["acceptance"]["metrics"] = window
+        doc["accept_len"]["metrics"] = window.get("accept_len")
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.get("log_tail_lines", 60)))
+
+
+def _metrics(cfg: TrialConfig, readers: Any, base_url: str) -> dict[str, float] | None:
+    """The server's /metrics now (None when the server group disables them)."""
+    if not cfg.server.enable_metrics:
+        return None
+    from sweep.bench.serverstats import fetch_metrics
+
+    return fetch_metrics(base_url, api_key=cfg.server.api_key, prefixes=readers.metrics.prefixes,
+                         split=readers.metrics.split)
 
 
 def _tail(text: str, n: int) -> str:

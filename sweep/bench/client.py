@@ -69,6 +69,8 @@ class RequestResult:
     prompt_tokens: int | None = None       # from usage
     spec_verify_ct: int | None = None      # from meta_info
     meta_completion_tokens: int | None = None
+    # raw fields of the stream's non-content events (llama.cpp's timings, SGLang's meta_info)
+    extras: dict[str, Any] | None = None
     finish_reason: str | None = None
     text: str = ""
 
@@ -265,6 +267,7 @@ def _finish(rec: RequestResult, st: Stream, err: str | None, keep_text: bool) ->
     if keep_text or err:
         rec.text = "".join(st.parts)
     rec.finish_reason = st.finish
+    rec.extras = st.extras or None
     if st.meta:
         rec.spec_verify_ct = as_int(st.meta.get("spec_verify_ct"))
         rec.meta_completion_tokens = as_int(st.meta.get("completion_tokens"))
