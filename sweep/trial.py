@@ -131,7 +131,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
     doc["accept_len"]["log"] = from_log.get("accept_len") if from_log else None
     doc["accept_len"]["log_samples"] = from_log.get("samples") if from_log else 0
     doc["acceptance"] = {"requests": from_requests.to_dict() if from_requests else None,
-                         "log": from_log, "metrics": None}
+                         "log": from_log, "metrics": None, "synthetic": _synthetic(readers, handle)}
     if before is not None:
         after = _metrics(cfg, readers, base_url) or {}
         from sweep.bench.serverstats import metrics_delta
@@ -143,6 +143,17 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.get("log_tail_lines", 60)))
+
+
+def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
+    """Synthetic acceptance as the server resolved it at startup (its log says so once)."""
+    if readers.log.synthetic is None or not handle.log_path:
+        return None
+    try:
+        text = Path(handle.log_path).read_text(errors="replace")
+    except OSError:  # a remote log (launcher=ssh): not read here
+        return None
+    return readers.log.synthetic_rates(text)
 
 
 def _metrics(cfg: TrialConfig, readers: Any, base_url: str) -> dict[str, float] | None:
