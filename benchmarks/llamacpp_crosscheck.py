@@ -9,8 +9,12 @@ generated token to the last). This starts the real llama-server through the
 same compose -> render -> launcher path as a trial, runs the harness
 (``sweep.bench.matrix.run_matrix``) at concurrency 1, and prints per request:
 tokens from ``usage`` vs llama.cpp's count (must be equal) and the harness's
-decode speed (tokens / (e2e - TTFT)) vs llama.cpp's (ratio; the issue asks
-for 5%). Every number printed is measured in this run.
+decode speed vs llama.cpp's (ratio; the issue asks for 5%). Same definition on
+both sides: llama.cpp's ``predicted_per_second`` is (n - 1) / (last token - first
+token), "the first token is free" (server-common.h), i.e. 1 / TPOT as the
+harness defines TPOT ((e2e - TTFT) / (n - 1)); the harness's ``per_stream_tok_s``
+(n / (e2e - TTFT)) is larger by n / (n - 1) by definition. Every number
+printed is measured in this run.
 
     python benchmarks/llamacpp_crosscheck.py [--requests 6] [--max-tokens 96] [OVERRIDE ...]
 
@@ -81,11 +85,11 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
     for i, r in enumerate(cells[0].results):
         t = (r.extras or {}).get("timings") or {}
         decode = (r.e2e_s - r.ttft_s) if r.ok and r.e2e_s is not None and r.ttft_s is not None else None
-        rows.append(Row(i, r.completion_tokens, t.get("predicted_n"), r.stream_tok_s,
+        rows.append(Row(i, r.completion_tokens, t.get("predicted_n"), 1.0 / r.tpot_s if r.tpot_s else None,
                         t.get("predicted_per_second"), None if decode is None else decode * 1e3,
                         t.get("predicted_ms")))
-    ok = [x for x in rows if x.harness_decode_ms and x.server_decode_ms]
-    tokens = sum(x.usage_tokens or 0 for x in ok)
+    ok = [x for x in rows if x.harness_decode_ms and x.server_decode_ms and x.usage_tokens]
+    tokens = sum(x.usage_tokens - 1 for x in ok)  # type: ignore[operator]  # decode steps after the first
     totals = {
         "errors": cells[0].errors,
         "tokens_equal": all(x.usage_tokens == x.server_tokens for x in rows),
@@ -100,7 +104,7 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
 
 
 def table(rows: Sequence[Row], totals: dict[str, Any]) -> str:
-    lines = [f"{'req':>3} {'usage tok':>9} {'llama tok':>9} {'harness tok/s':>13} "
+    lines = [f"{'req':>3} {'usage tok':>9} {'llama tok':>9} {"harness 1/TPOT":>13} "
              f"{'llama tok/s':>11} {'ratio':>6} {'harness ms':>10} {'llama ms':>9}"]
     for x in rows:
         lines.append(f"{x.request:>3} {x.usage_tokens!s:>9} {x.server_tokens!s:>9} "

@@ -81,7 +81,10 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 def pip_download(requirement: str, dest: Path, *, binary: bool) -> Path:
     """``pip download --no-deps`` one distribution into ``dest``; its path."""
     dest.mkdir(parents=True, exist_ok=True)
-    kind = ["--only-binary", ":all:"] if binary else ["--no-binary", ":all:"]
+    # --no-binary only for the package itself: pip prepares an sdist's metadata in
+    # an isolated env whose build requirements (setuptools, cmake...) must stay wheels
+    name = requirement.split("==", 1)[0]
+    kind = ["--only-binary", ":all:"] if binary else ["--no-binary", name]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", *kind, "--dest", str(dest), requirement]
     say("downloading " + requirement)
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -78,6 +78,7 @@ def _new_result(cfg: TrialConfig, launch: Launch, ctx: Mapping[str, Any]) -> dic
         "coding": None,
         "accept_len": {"requests": None, "log": None, "metrics": None},
         "acceptance": None,
+        "requests_retried": 0,
         "metrics": {},
         "speedup_vs_baseline": None,
         "baseline": None,
@@ -125,6 +126,8 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
     cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
     from_requests = acceptance.apply(cells, readers.request)
     doc["cells"] = [c.to_dict() for c in cells]
+    # requests sent twice because the server closed a kept-alive connection unanswered
+    doc["requests_retried"] = sum(r.retries for c in cells for r in c.results)
     doc["accept_len"]["requests"] = score.trial_accept_len(doc["cells"])
     log_text = launcher.log_since(mark)
     from_log = readers.log.read(log_text)

@@ -34,13 +34,6 @@ if TYPE_CHECKING:
     import httpx
 
 CHAT_PATH = "/v1/chat/completions"
-# Idle keep-alive connections are dropped by the client after this many seconds.
-# Servers close idle connections after 5 s without a word (uvicorn's default
-# timeout_keep_alive, llama.cpp's cpp-httplib "Keep-Alive: timeout=5"), which is
-# also httpx's default expiry: a request sent on a connection idle for ~5 s then
-# races the server's close and fails with "Server disconnected without sending a
-# response". Expiring first removes the race (tests/engines check the header).
-KEEPALIVE_EXPIRY_S = 4.0
 MAX_ERROR_BODY = 2048
 MAX_PLAIN_BODY = 4 * 1024 * 1024
 
@@ -80,6 +73,7 @@ class RequestResult:
     extras: dict[str, Any] | None = None
     finish_reason: str | None = None
     text: str = ""
+    retries: int = 0                  # re-sent after a kept-alive connection closed unanswered
 
     @property
     def tpot_s(self) -> float | None:
@@ -169,7 +163,7 @@ def make_client(base_url: str, *, concurrency: int = 1, api_key: str | None = No
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     limits = httpx.Limits(max_connections=max(1, concurrency),
-                          max_keepalive_connections=max(1, concurrency), keepalive_expiry=KEEPALIVE_EXPIRY_S)
+                          max_keepalive_connections=max(1, concurrency))
     timeout = httpx.Timeout(connect=min(10.0, timeout_s), read=timeout_s, write=timeout_s, pool=None)
     # trust_env=False: an HTTP(S)_PROXY meant for the internet must not carry benchmark traffic.
     return httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=timeout,
@@ -203,7 +197,17 @@ async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
     rec = RequestResult(started=time.perf_counter() if started is None else started)
     try:
         async with asyncio.timeout(timeout_s):
-            await _run(client, payload, rec, path, keep_text)
+            try:
+                await _run(client, payload, rec, path, keep_text)
+            except httpx.RemoteProtocolError:
+                if rec.status is not None or rec.retries:
+                    raise
+                # The server closed a kept-alive connection before any byte of an answer:
+                # the request never reached it (llama-server closes the connection after
+                # every streamed response although it advertises Keep-Alive, so reusing
+                # one races its close). Sent once more, on a new connection, and counted.
+                rec.retries += 1
+                await _run(client, payload, rec, path, keep_text)
     except TimeoutError:
         rec.fail("timeout", f"no complete answer within {timeout_s:g} s")
     except httpx.TimeoutException as exc:
