@@ -104,7 +104,7 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
 
 
 def table(rows: Sequence[Row], totals: dict[str, Any]) -> str:
-    lines = [f"{'req':>3} {'usage tok':>9} {'llama tok':>9} {"harness 1/TPOT":>13} "
+    lines = [f"{'req':>3} {'usage tok':>9} {'llama tok':>9} {'harness 1/TPOT':>13} "
              f"{'llama tok/s':>11} {'ratio':>6} {'harness ms':>10} {'llama ms':>9}"]
     for x in rows:
         lines.append(f"{x.request:>3} {x.usage_tokens!s:>9} {x.server_tokens!s:>9} "
