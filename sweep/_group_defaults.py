@@ -11,25 +11,17 @@ choices inserted right after it -- unless it names the group itself.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 _SERVER = re.compile(r"^server=([A-Za-z0-9_]+)$")
 _GROUP = re.compile(r"^[+~]?([A-Za-z0-9_]+)(?:@[^=]*)?=")
 
 
-@lru_cache(maxsize=16)
 def declared(server: str) -> Mapping[str, Any]:
     """``group_defaults`` of the shipped ``conf/server/<server>.yaml`` ({} if none or no such file)."""
-    from importlib import resources
+    from sweep._shipped_conf import option
 
-    import yaml
-
-    try:
-        text = (resources.files("sweep.conf") / "server" / f"{server}.yaml").read_text()
-    except (FileNotFoundError, OSError):
-        return {}
-    node = (yaml.safe_load(text) or {}).get("group_defaults") or {}
+    node = option("server", server).get("group_defaults") or {}
     return dict(node) if isinstance(node, Mapping) else {}
 
 

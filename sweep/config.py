@@ -21,6 +21,8 @@ from sweep._checks import (  # value checks, one ConfigError each
     no_control_chars as _no_control_chars,
     str_tuple as _str_tuple,
 )
+from sweep._spec_synthetic import check_synthetic
+from sweep._acceptance_checks import checked_declaration
 from sweep.errors import ConfigError
 
 CODING_EVALS = ("five", "humaneval", "off")
@@ -190,34 +192,12 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     if window is not None and block is not None and window < block:
         raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
     num_steps = _int(node, p, "num_steps", lo=1, optional=True)
-    _synthetic(node, p, budget)
+    check_synthetic(node, p, budget)
     render = node.get("render") or {}
     if not isinstance(render, Mapping):
         raise ConfigError(f"{p}.render", "must be a mapping of server flavor -> {args, env}")
     return Spec(algorithm=algorithm, budget=budget, topk=topk, window=window, block=block,
                 num_steps=num_steps, draft_family=node.get("draft_family"), render=dict(render))
-
-
-def _synthetic(node: Mapping[str, Any], p: str, budget: int | None) -> None:
-    """Synthetic acceptance knobs (llama.cpp's --spec-synth-*), checked before a server starts."""
-    length = _float(node, p, "synth_len", lo=1, optional=True)
-    rates = node.get("synth_rates")
-    if length is not None and rates is not None:
-        raise ConfigError(f"{p}.synth_rates", "and spec.synth_len are mutually exclusive: set one to null")
-    if length is not None and budget is not None and length > budget + 1:
-        raise ConfigError(f"{p}.synth_len", f"must be in [1, {budget + 1}] (spec.budget + 1), got {length:g}")
-    if rates is None:
-        return
-    if not isinstance(rates, (list, tuple)) or not rates:
-        raise ConfigError(f"{p}.synth_rates", f"must be a list of probabilities, got {rates!r}")
-    values = [_float({"synth_rates": r}, p, "synth_rates", lo=0) for r in rates]
-    if budget is not None and len(values) != budget:
-        raise ConfigError(f"{p}.synth_rates", f"must have spec.budget={budget} values, got {len(values)}")
-    for prev, cur in zip(values, values[1:]):
-        if cur is not None and prev is not None and cur > prev:
-            raise ConfigError(f"{p}.synth_rates", f"must be non-increasing probabilities in [0, 1], got {list(rates)}")
-    if any(v is not None and v > 1 for v in values):
-        raise ConfigError(f"{p}.synth_rates", f"must be probabilities in [0, 1], got {list(rates)}")
 
 
 def _model(node: Mapping[str, Any]) -> Model:
@@ -264,22 +244,10 @@ def _server(node: Mapping[str, Any]) -> Server:
         args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
         sim_args=dict(node.get("sim_args") or {}),
         request_extras=dict(node.get("request_extras") or {}),
-        acceptance=_acceptance(node.get("acceptance"), f"{p}.acceptance"),
+        acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
         info_paths=_str_tuple(node.get("info_paths"), f"{p}.info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
-
-
-def _acceptance(node: Any, p: str) -> dict[str, Any]:
-    """The server's acceptance declarations, checked so a bad regex fails at compose time."""
-    if node is None:
-        return {}
-    if not isinstance(node, Mapping):
-        raise ConfigError(p, "must be a mapping with request / metrics / log")
-    from sweep.bench.acceptance import check_declaration
-
-    check_declaration(node, p)
-    return dict(node)
 
 
 def _launcher(node: Mapping[str, Any]) -> Launcher:

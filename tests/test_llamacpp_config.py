@@ -66,3 +66,20 @@ def test_cli_error_before_anything_starts(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("error: spec.synth_len: must be in [1, 5]")
+
+
+def test_doctor_and_check_say_what_is_missing_and_how_to_install(tmp_path):
+    env = {**__import__("os").environ, "SPECSWEEP_ENGINES_DIR": str(tmp_path / "engines")}
+    proc = subprocess.run([sys.executable, "-m", "sweep.engines", "llamacpp", "--check"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["server", "model", "draft"]
+    assert all(line.endswith("(missing)") and str(tmp_path) in line for line in proc.stdout.splitlines())
+    assert "run: python -m sweep.engines llamacpp" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "sweep.doctor", "server=llamacpp"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "engine, model.path, model.draft_paths.draft, executable" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "sweep.engines", "sim"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: server: server=sim declares no install block")

@@ -32,63 +32,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
-
-from sweep.errors import ConfigError
 
 if TYPE_CHECKING:
     from sweep.bench.client import RequestResult
 
-REQUEST_KEYS = ("paths", "tokens", "verify_steps", "drafted", "accepted")
-METRIC_KEYS = ("counters", "gauges", "per_position")
-LOG_KEYS = ("line", "fields", "sum", "synthetic")
-
-
 # --------------------------------------------------------------------------- declarations
-
-
-def check_declaration(node: Mapping[str, Any], p: str = "server.acceptance") -> None:
-    """Raise ConfigError for an unknown key or a regex that does not compile."""
-    for part, allowed in (("request", REQUEST_KEYS), ("metrics", METRIC_KEYS), ("log", LOG_KEYS)):
-        sub = node.get(part)
-        if sub is None:
-            continue
-        if not isinstance(sub, Mapping):
-            raise ConfigError(f"{p}.{part}", f"must be a mapping with keys {', '.join(allowed)}")
-        for key in sub:
-            if key not in allowed:
-                raise ConfigError(f"{p}.{part}.{key}", f"unknown key; allowed: {', '.join(allowed)}")
-    for key in node:
-        if key not in ("request", "metrics", "log"):
-            raise ConfigError(f"{p}.{key}", "unknown key; allowed: request, metrics, log")
-    log = node.get("log") or {}
-    patterns = {"line": log.get("line"), "synthetic": log.get("synthetic"),
-                **{f"fields.{k}": v for k, v in (log.get("fields") or {}).items()}}
-    for key, pattern in patterns.items():
-        if pattern is None:
-            continue
-        try:
-            compiled = re.compile(str(pattern))
-        except re.error as exc:
-            raise ConfigError(f"{p}.log.{key}", f"is not a valid regular expression: {exc}") from None
-        if key.startswith("fields.") and "v" not in compiled.groupindex:
-            raise ConfigError(f"{p}.log.{key}", "must capture the number as (?P<v>...)")
 
 
 def declared(server_name: str) -> dict[str, Any]:
     """The ``acceptance`` block of a shipped server group (``conf/server/<name>.yaml``)."""
-    return dict(_declared(server_name))
+    from sweep._shipped_conf import option
 
-
-@lru_cache(maxsize=8)
-def _declared(server_name: str) -> Mapping[str, Any]:
-    from importlib import resources
-
-    import yaml
-
-    text = (resources.files("sweep.conf") / "server" / f"{server_name}.yaml").read_text()
-    return (yaml.safe_load(text) or {}).get("acceptance") or {}
+    return dict(option("server", server_name).get("acceptance") or {})
 
 
 # --------------------------------------------------------------------------- per request

@@ -125,8 +125,8 @@ def test_declarations_are_checked_at_compose_time():
     cfg = from_omegaconf(compose(["server=llamacpp"]))
     assert cfg.server.acceptance["request"]["paths"] == ["timings"]
     assert Readers.of(cfg.server.acceptance).log.synthetic is not None
-    for override, key in ((r"server.acceptance.log.fields.accept_len='mean len = ('", "server.acceptance.log.fields.accept_len"),
-                          ("server.acceptance.log.fields.accept_len='mean len'", "server.acceptance.log.fields.accept_len"),
+    field = "server.acceptance.log.fields.accept_len"
+    for override, key in ((f"{field}='mean len = ('", field), (f"{field}='mean len'", field),
                           ("+server.acceptance.request.steps=x", "server.acceptance.request.steps")):
         with pytest.raises(ConfigError) as info:
             from_omegaconf(compose(["server=llamacpp", override]))

@@ -16,16 +16,17 @@ import json
 
 from sweep.bench.client import build_payload, make_client, stream_chat
 
-BODY = (b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "length"}]}).encode()
-        + b"\n\ndata: " + json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
-        + b"\n\ndata: [DONE]\n\n")
+CHUNK = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "length"}]}
+USAGE = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+BODY = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in (CHUNK, USAGE)) + b"data: [DONE]\n\n"
 RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=100\r\n"
             b"Content-Length: " + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> bool:
     head = await reader.readuntil(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))
     await reader.readexactly(length)
     return True
 
