@@ -215,7 +215,7 @@ class LogReader:
             if not xs:
                 out[k] = None
             elif k in self.summed:
-                total = sum(xs)
+                total = float(sum(xs))
                 out[k] = int(total) if total.is_integer() else round(total, 4)
             else:
                 out[k] = round(sum(xs) / len(xs), 4)
