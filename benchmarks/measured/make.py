@@ -22,7 +22,7 @@ ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sweep.bench.matrix import CELL_KEYS  # noqa: E402
+from sweep.bench.matrix import CELL_KEYS
 
 FIGURES = "shared/reference/figures.md"
 B300 = f"{FIGURES}, 'Measured on 8x B300, TP8, DDTree budget 8 / topk 4 / window 2048'"

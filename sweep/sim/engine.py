@@ -200,7 +200,7 @@ class Engine:
             self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
                      f"#token: {used_now}, token usage: {used_now / self.max_total_tokens:.2f}, "
                      f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, ")
-        ms = perf.prefill_ms_box(self.box, self.cal, self.shape, new_tokens, quad)
+        ms = perf.prefill_ms_box(self.box, self.cal.values, self.shape, new_tokens, quad)
         await self._advance(ms)
         now = time.time()
         for req in batch:
@@ -217,7 +217,7 @@ class Engine:
         batch = self.running
         ctx_sum = float(sum(r.context for r in batch))
         graph = not self.disable_cuda_graph and len(batch) <= self.cuda_graph_max_bs
-        ms = perf.step_ms(self.box, self.cal, self.shape, len(batch), ctx_sum, not graph)["total"]
+        ms = perf.step_ms(self.box, self.cal.values, self.shape, len(batch), ctx_sum, not graph)["total"]
         await self._advance(ms)
         st = self.stats
         spec_on = self.family != "none"
@@ -226,8 +226,8 @@ class Engine:
                 continue
             if spec_on:
                 if req.surv_pos < 0 or req.pos - req.surv_pos >= SURVIVAL_REFRESH:
-                    scale = perf.p_scale(self.shape, self.cal, req.context, req.pos) * req.scale
-                    req.surv = perf.survival(self.shape, self.cal, round(scale, 5))
+                    scale = perf.p_scale(self.shape, self.cal.values, req.context, req.pos) * req.scale
+                    req.surv = perf.survival(self.shape, self.cal.values, round(scale, 5))
                     req.surv_pos = req.pos
                 n = perf.draw_accepted(req.surv, req.rng.random())  # type: ignore[union-attr]
             else:

@@ -68,12 +68,12 @@ def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     max_tokens = int(workload.get("max_tokens") or 512)
     box = box_name(hardware)
     head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
-    common = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
+    common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
               "source": f"{name}: {doc.get('source') or ''}".strip()}
     out: list[Point] = []
     for cell in doc.get("cells") or []:
         ctx, conc = int(cell["context"]), int(cell["concurrency"])
-        where = {"context": ctx, "concurrency": conc, "max_tokens": max_tokens,
+        where: dict[str, Any] = {"context": ctx, "concurrency": conc, "max_tokens": max_tokens,
                  "requests": int(cell.get("requests") or conc)}
         if cell.get("output_tok_s"):
             out.append(Point(label=f"{head} ctx{ctx} C{conc} {max_tokens}tok tok/s", kind="output_tok_s",

@@ -28,7 +28,14 @@ from typing import Any, Mapping
 
 from sweep.sim import constants
 from sweep.sim.accept import (  # noqa: F401 - re-exported: perf is the public API
-    Shape, draw_accepted, family, mean_accept, p_scale, shape_of, survival, verify_width,
+    Shape,
+    draw_accepted,
+    family,
+    mean_accept,
+    p_scale,
+    shape_of,
+    survival,
+    verify_width,
 )
 from sweep.sim.constants import Calibration
 
@@ -303,7 +310,7 @@ def step_breakdown(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: 
 
     ``context_sum`` is the sum of the running requests' current lengths.
     """
-    return step_ms(box_of(hardware, model), cal or calibration(hardware), shape_of(spec), batch,
+    return step_ms(box_of(hardware, model), (cal or calibration(hardware)).values, shape_of(spec), batch,
                    context_sum, disable_cuda_graph)
 
 
@@ -315,20 +322,20 @@ def prefill_ms(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapp
     ``context_sum`` here is sum over the batch of prompt_len^2 / 2 (causal
     attention keys visited).
     """
-    return prefill_ms_box(box_of(hardware, model), cal or calibration(hardware), shape_of(spec),
+    return prefill_ms_box(box_of(hardware, model), (cal or calibration(hardware)).values, shape_of(spec),
                           new_tokens, context_sum)
 
 
 def kv_capacity_tokens(hardware: Mapping[str, Any], model: Mapping[str, Any],
                        mem_fraction: float | None = None, cal: Calibration | None = None) -> int:
     """KV-cache tokens that fit once the weights are loaded (0 = weights don't fit)."""
-    return kv_capacity(box_of(hardware, model), cal or calibration(hardware), mem_fraction)
+    return kv_capacity(box_of(hardware, model), (cal or calibration(hardware)).values, mem_fraction)
 
 
 def accept_length(spec: Mapping[str, Any], context: int = 60, *, max_tokens: int = 512,
                   hardware: Mapping[str, Any] | None = None, cal: Calibration | None = None) -> float:
     """Mean tokens per verify step over a ``max_tokens`` answer (bonus included); 1.0 without spec."""
-    return mean_accept(spec, cal or calibration(hardware), context, max_tokens)
+    return mean_accept(spec, (cal or calibration(hardware)).values, context, max_tokens)
 
 
 def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
@@ -364,6 +371,6 @@ def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mappin
     """Figures of one benchmark cell (see :func:`sweep.sim.cells.cell`); ``tok_s`` = output tok/s."""
     from sweep.sim.cells import cell
 
-    return cell(box_of(hardware, model), cal or calibration(hardware), spec, context=context,
+    return cell(box_of(hardware, model), (cal or calibration(hardware)).values, spec, context=context,
                 concurrency=concurrency, max_tokens=max_tokens, requests=requests,
                 disable_cuda_graph=disable_cuda_graph)

@@ -43,8 +43,9 @@ def _plain(config: Any) -> Mapping[str, Any]:
     if raw is not None:
         return raw
     if hasattr(config, "_metadata"):  # an OmegaConf DictConfig
-        import sweep.resolvers  # noqa: F401  (registers the project's resolvers)
         from omegaconf import OmegaConf
+
+        import sweep.resolvers  # noqa: F401  (registers the project's resolvers)
 
         return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
     return config
@@ -82,7 +83,7 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False) -> dict
     banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
     for ctx in workload["contexts"]:
         for conc in workload["concurrency"]:
-            kw = {"context": int(ctx), "concurrency": int(conc), "max_tokens": int(workload["max_tokens"]),
+            kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc), "max_tokens": int(workload["max_tokens"]),
                   "requests": _requests(workload, int(conc)), "disable_cuda_graph": eager}
             est = cell(box, cal.values, spec, **kw)
             row = {"context": int(ctx), "concurrency": int(conc), "requests": kw["requests"],
