@@ -84,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not loaded.points:
         return _fail("results", "no real result files with measured figures "
                                 "(need status ok, simulated: false, cells or coding figures)")
+    models = sorted({str(p.model.get("name") or "?") for p in loaded.points})
+    if len(models) > 1:  # the acceptance constants describe one model + drafter
+        return _fail("results", f"points from several models ({', '.join(models)}): calibrate one model at a time")
     boxes = sorted({p.box for p in loaded.points})
     if args.box:
         unknown = sorted(set(args.box) - set(boxes))

@@ -100,6 +100,14 @@ def test_calibrate_refuses_simulated_results_and_bad_input(tmp_path: Path) -> No
     assert missing.returncode == 2 and missing.stderr.startswith("error: results: no such file")
     box = run("sweep.calibrate", "--dry-run", "--box", "h200", str(MEASURED))
     assert box.returncode == 2 and "error: --box: no points for h200; allowed: b300, pro6000" in box.stderr
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name, model in (("b300-none-c1.json", "kimi_k26"), ("b300-ddtree-b8-t4-w2048-c8.json", "other_model")):
+        doc = json.loads((MEASURED / name).read_text())
+        doc["config"]["model"]["name"] = model
+        (mixed / name).write_text(json.dumps(doc))
+    two = run("sweep.calibrate", "--dry-run", str(mixed))
+    assert two.returncode == 2 and "several models (kimi_k26, other_model)" in two.stderr
 
 
 def test_calibration_lookup_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
