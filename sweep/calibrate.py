@@ -16,7 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence, TextIO
+
+if TYPE_CHECKING:
+    from sweep.sim.fit import Fit
+    from sweep.sim.measured import Loaded
 
 PROG = "python -m sweep.calibrate"
 
@@ -38,7 +42,7 @@ def _fail(key: str, message: str) -> int:
     return 2
 
 
-def report(result, loaded, out=sys.stdout) -> list[str]:  # type: ignore[no-untyped-def]
+def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
     """Print the per-box tables; return the warnings."""
     from sweep.sim import constants as K
 

@@ -37,7 +37,7 @@ def profiles_for(box: str, seen: set[str]) -> list[str]:
 def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
     cal = result.calibrations[box]
     points = [(p, v) for p, v in zip(loaded.points, result.predicted) if p.box == box]
-    files = sorted({p.source.split(":", 1)[0] for p, _ in points})
+    files = sorted({p.file for p, _ in points})
     sha = {path.name: digest for path, digest in loaded.files}
     idx = [i for i, prm in enumerate(result.params) if prm.box in (None, box)]
     return {

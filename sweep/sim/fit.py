@@ -203,7 +203,7 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
     reach (a layout, context or budget it never saw), narrow near its points.
     """
     values = [float(v) for v in point_fn(cal.values)]
-    names = [n for n in cal.names if n in cal.values]
+    names = list(cal.names)
     if not names or not cal.covariance:
         return [(v, v, v) for v in values]
     grad = np.zeros((len(values), len(names)))

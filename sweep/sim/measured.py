@@ -36,6 +36,7 @@ class Point:
     max_tokens: int = 512
     requests: int = 1
     eager: bool = False
+    file: str = ""                # the result file's name
     source: str = ""
 
 
@@ -69,7 +70,7 @@ def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     box = box_name(hardware)
     head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
     common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
-              "source": f"{name}: {doc.get('source') or ''}".strip()}
+                              "file": name, "source": f"{name}: {doc.get('source') or ''}".strip()}
     out: list[Point] = []
     for cell in doc.get("cells") or []:
         ctx, conc = int(cell["context"]), int(cell["concurrency"])
