@@ -1,7 +1,12 @@
-"""The sandbox that runs model-written code: limits, isolation, cleanup."""
+"""The sandbox that runs model-written code: limits, cleanup, what it reports.
+
+Each test runs real processes through both mechanisms (bubblewrap and the
+built-in fallback); the hostile cases are in tests/faults/test_sandbox_hostile.py.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -9,102 +14,119 @@ import pytest
 
 from sweep.bench import sandbox
 from sweep.bench.sandbox import run_python
+from faults.sandbox_util import MECHANISMS
 
-ISO = sandbox.isolation()
+
+@pytest.fixture(params=MECHANISMS)
+def mech(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
-def test_correct_code_passes_and_wrong_code_fails():
-    ok = run_python("def add(a, b):\n    return a + b\nassert add(2, 3) == 5\n")
-    assert ok.passed and ok.error is None
-    bad = run_python("def add(a, b):\n    return a - b\nassert add(2, 3) == 5, 'add is wrong'\n")
+def test_correct_code_passes_and_wrong_code_fails(mech):
+    ok = run_python("def add(a, b):\n    return a + b\nassert add(2, 3) == 5\n", mechanism=mech)
+    assert ok.passed and ok.error is None and ok.mechanism == mech
+    bad = run_python("def add(a, b):\n    return a - b\nassert add(2, 3) == 5, 'add is wrong'\n", mechanism=mech)
     assert not bad.passed and bad.error == "AssertionError: add is wrong"
 
 
-def test_infinite_loop_is_killed_by_the_timeout():
-    t0 = time.monotonic()
-    res = run_python("while True:\n    pass\n", timeout_s=1.0)
-    assert time.monotonic() - t0 < 5
-    assert not res.passed and res.error and res.error.startswith("timeout")
+def test_threads_and_subprocesses_still_work(mech):
+    code = ("import subprocess, sys, threading\n"
+            "ts = [threading.Thread(target=sum, args=([1, 2],)) for _ in range(8)]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            "print(subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout)\n")
+    res = run_python(code, mechanism=mech)
+    assert res.passed, res.error
+    assert res.stdout.strip() == "42"
 
 
-def test_sleeping_child_processes_die_with_the_group():
+def test_infinite_loop_is_killed_by_the_timeout(mech):
+    res = run_python("while True:\n    pass\n", timeout_s=1.0, mechanism=mech)
+    assert not res.passed and res.timed_out
+    assert res.error and res.error.startswith("timeout")
+
+
+def test_cpu_limit_names_itself(mech):
+    # a CPU-bound child outlives no deadline: RLIMIT_CPU (timeout + 1 s) stops it with SIGXCPU
+    res = run_python("while True:\n    pass\n", timeout_s=1.0, mechanism=mech)
+    assert res.error in ("timeout: killed after 1 s", "timeout: CPU time limit")
+
+
+def test_sleeping_child_processes_die_with_the_run(mech):
     code = ("import subprocess, sys, time\n"
             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "print(p.pid, flush=True)\n"
+            "print(open('/proc/%d/stat' % p.pid).read().split()[0], flush=True)\n"
             "time.sleep(60)\n")
-    res = run_python(code, timeout_s=1.0)
-    assert res.timed_out
-    child = int(res.stdout.split()[0])
-    assert not _running(child)
+    res = run_python(code, timeout_s=1.0, mechanism=mech)
+    assert res.timed_out and res.survivors == 0
 
 
-def _running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (our PID 1 may reap late)."""
-    for _ in range(50):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return False
-        if state in ("Z", "X"):
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def test_memory_bomb_is_stopped_by_the_memory_limit():
-    t0 = time.monotonic()
-    res = run_python("blocks = [bytearray(10**6) for _ in range(10**5)]\n", memory_mb=128, timeout_s=10)
+def test_memory_bomb_is_stopped_by_the_memory_limit(mech):
+    res = run_python("blocks = [bytearray(10**6) for _ in range(10**5)]\n", memory_mb=128, timeout_s=10,
+                     mechanism=mech)
     assert not res.passed and not res.timed_out
-    assert "MemoryError" in (res.error or "")
-    assert time.monotonic() - t0 < 10
+    assert "memory limit exceeded" in (res.error or "")
 
 
-def test_secrets_in_the_parent_environment_are_not_visible(monkeypatch):
+def test_file_size_and_scratch_size_limits(mech):
+    res = run_python("open('big', 'wb').write(b'x' * (20 * 1024 * 1024))\n", mechanism=mech)
+    assert not res.passed  # RLIMIT_FSIZE (Python ignores SIGXFSZ, so the write fails)
+    assert res.error == "OSError: [Errno 27] File too large"
+    code = "for i in range(8):\n    open(f'f{i}', 'wb').write(b'x' * (15 * 1024 * 1024))\n"
+    res = run_python(code, mechanism=mech)  # the scratch tmpfs is 64 MB
+    assert not res.passed and res.error == "OSError: [Errno 28] No space left on device"
+
+
+def test_secrets_in_the_parent_environment_are_not_visible(monkeypatch, mech):
     monkeypatch.setenv("SPECSWEEP_API_KEY", "sk-parent-secret")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-parent-secret")
-    res = run_python("import os\nprint(sorted(os.environ))\nprint(dict(os.environ))\n")
+    res = run_python("import os\nprint(sorted(os.environ))\nprint(dict(os.environ))\n", mechanism=mech)
     assert res.passed
     assert "sk-parent-secret" not in res.stdout and "aws-parent-secret" not in res.stdout
     assert "SPECSWEEP_API_KEY" not in res.stdout
 
 
-@pytest.mark.skipif(not ISO["network_isolated"], reason="no network namespace on this machine")
-def test_no_network_connect_to_loopback_fails():
-    import socket
-
-    with socket.socket() as srv:  # a real listener in the parent's namespace
-        srv.bind(("127.0.0.1", 0))
-        srv.listen()
-        port = srv.getsockname()[1]
-        code = ("import socket\n"
-                f"socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                "print('CONNECTED')\n")
-        res = run_python(code)
-    assert not res.passed and "CONNECTED" not in res.stdout
-    assert res.network_isolated
-    assert "OSError" in (res.error or "")
-
-
-def test_files_land_in_the_scratch_dir_which_is_removed():
+def test_files_land_in_the_scratch_dir_which_is_removed(mech):
     code = ("import os\n"
             "open('answer.txt', 'w').write('42')\n"
             "print(os.getcwd())\n")
-    res = run_python(code)
+    res = run_python(code, mechanism=mech)
     assert res.passed
     cwd = res.stdout.strip()
     assert cwd == res.scratch and "specsweep-sbx-" in cwd
     assert not Path(cwd).exists() and not Path(cwd).parent.exists()
 
 
-@pytest.mark.skipif(not ISO["fs_readonly"], reason="no mount namespace on this machine")
-def test_writes_outside_the_scratch_dir_fail(tmp_path):
-    target = tmp_path / "escaped.txt"
-    res = run_python(f"open({str(target)!r}, 'w').write('x')\n")
-    assert not res.passed and "Read-only file system" in (res.error or "")
-    assert not target.exists()
+def test_enforced_reports_what_the_probe_saw(mech):
+    got = sandbox.enforced(256, 5.0, mech)
+    assert got["verified"] and got["mechanism"] == mech
+    root = os.geteuid() == 0
+    assert got["unprivileged"] is root and got["own_uid"] is root
+    for layer in ("no_new_privs", "pid_namespace", "net_namespace", "fs_readonly", "host_paths_hidden",
+                  "env_cleared", "nested_userns_blocked"):
+        assert got[layer] is True, (layer, got)
+    assert got["capabilities"] == "none" and got["interfaces"] == ["lo"]
+    assert got["memory_limit"] == {"kind": "rlimit_as+rss_watch", "mb": 256} or \
+        got["memory_limit"]["kind"] == "cgroup_v2"
+    assert got["nproc_limit"] == 64
 
 
-def test_without_isolation_it_still_runs_and_says_so():
-    res = run_python("print('hi')\n", isolate=False)
-    assert res.passed and res.stdout.strip() == "hi"
-    assert res.network_isolated is False and res.fs_readonly is False
+def test_a_claim_is_dropped_when_the_probe_contradicts_it():
+    """verify() believes the probe, not the intention: a writable / is no fs_readonly."""
+    from sweep.bench import _sandbox_probe as probe
+
+    report = {"uid": 0, "euid": 0, "caps": {"CapEff": 1}, "no_new_privs": False,
+              "ns": {"pid": os.readlink("/proc/self/ns/pid"), "net": os.readlink("/proc/self/ns/net")},
+              "pids": list(range(1, 300)), "interfaces": ["lo", "eth0"], "env": ["HF_TOKEN", "PATH"],
+              "rlimits": {"AS": -1, "NPROC": -1}, "cwd": "/w", "writes": {"/": "written", "/w": "written"},
+              "visible": ["/root/.ssh"], "nested_userns": True}
+    got = probe.verify(report, mechanism="fallback", uid=None, memory_kind="rlimit_as+rss_watch",
+                       memory_mb=512, nproc=64, env_keys={"PATH"})
+    assert not any(got[k] for k in ("unprivileged", "own_uid", "no_new_privs", "pid_namespace", "net_namespace",
+                                    "fs_readonly", "host_paths_hidden", "env_cleared", "nested_userns_blocked"))
+    assert got["capabilities"] == "some" and got["nproc_limit"] is None
+    assert got["memory_limit"] == {"kind": "none", "mb": None}
+
+
+def test_unknown_mechanism_is_refused():
+    with pytest.raises(ValueError, match="auto, bwrap, fallback"):
+        run_python("pass\n", mechanism="docker")
