@@ -174,6 +174,8 @@ def main():
     pid = os.fork()
     if pid == 0:
         child(cfg, status, fd, cap_last)
+    if status["pid_namespace"]:                 # so the controller can end the namespace for sure
+        os.write(fd, json.dumps({"init_pid": pid, "pidns": os.readlink(f"/proc/{pid}/ns/pid")}).encode())
     os.close(fd)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
     _, wstatus = os.waitpid(pid, 0)

@@ -91,3 +91,32 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+def end_namespace(init_pid: int, pidns: str, timeout_s: float = 5.0) -> bool:
+    """Kill the PID namespace whose init is ``init_pid``; True once it is gone.
+
+    Why: bwrap exits as soon as the *command* exits, while its PID 1 may
+    still be taking the namespace down, so "bwrap has exited" does not yet
+    mean "every process is dead". The kernel kills and reaps the whole
+    namespace before its init turns zombie, so waiting for that is exact.
+    ``pidns`` ("pid:[inode]") guards against a reused pid: we never signal
+    a process that is not that namespace's init.
+    """
+    deadline = time.monotonic() + timeout_s
+    signalled = False
+    while True:
+        try:
+            if os.readlink(f"/proc/{init_pid}/ns/pid") != pidns or not _alive(init_pid):
+                return True
+        except OSError:
+            return True
+        if not signalled:
+            try:
+                os.kill(init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                return True
+            signalled = True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)

@@ -33,16 +33,28 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from sweep.bench import _sandbox_bwrap as bwrap
 from sweep.bench import _sandbox_cgroup as cgroup
 from sweep.bench import _sandbox_probe as probe
+from sweep.bench._sandbox_layout import (
+    DEVICES,
+    Limits,
+    layout,
+    minimal_env,
+    sandbox_uid,
+)
 from sweep.bench._sandbox_seccomp import program as seccomp_program
-from sweep.bench._sandbox_layout import DEVICES, Limits, layout, minimal_env, sandbox_uid
-from sweep.bench._sandbox_watch import kill_tree, resident_bytes, tree, wait_gone
+from sweep.bench._sandbox_watch import (
+    end_namespace,
+    kill_tree,
+    resident_bytes,
+    tree,
+    wait_gone,
+)
 from sweep.config import SANDBOX_MECHANISMS
 
 log = logging.getLogger(__name__)
@@ -86,7 +98,7 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 512,
                 python=python)
 
 
-@lru_cache(maxsize=None)
+@cache
 def resolve(mechanism: str = "auto", python: str | None = None) -> str:
     """"bwrap" or "fallback" for this host (tried once per process and interpreter)."""
     if mechanism not in MECHANISMS:
@@ -107,7 +119,7 @@ def resolve(mechanism: str = "auto", python: str | None = None) -> str:
     return "fallback"
 
 
-@lru_cache(maxsize=None)
+@cache
 def enforced(memory_mb: int = 512, timeout_s: float = 10.0, mechanism: str = "auto",
              python: str | None = None) -> dict[str, Any]:
     """What a run with these settings is verified to enforce (``coding.sandbox``)."""
@@ -178,10 +190,11 @@ def _run(code: str, mech: str, *, timeout_s: float, memory_mb: int, python: str 
         timed_out, mem_over = _watch(proc, timeout_s, limits.memory_mb if cg is None else None)
         pids = kill_tree(proc.pid)
         proc.wait()
-        survivors = wait_gone(pids)
+        status = _read_status(r_fd)
+        init = _init_of(status)
+        survivors = wait_gone(pids) + ([init[0]] if init and not end_namespace(*init) else [])
         duration = time.monotonic() - t0
         mem_over = mem_over or (cg is not None and cgroup.oom_killed(cg))
-        status = _read_status(r_fd)
         stdout, stderr = _tail(out_path), _tail(err_path)
         rc = _signal_code(mech, proc.returncode, status)
     finally:
@@ -218,6 +231,16 @@ def _watch(proc: subprocess.Popen[bytes], timeout_s: float, memory_mb: int | Non
             pass
         if budget is not None and resident_bytes(tree(proc.pid)[1:]) > budget:
             return False, True
+
+
+def _init_of(status: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """(host pid, "pid:[inode]") of the run's PID-namespace init, from the status pipe."""
+    for s in status:
+        if "child-pid" in s and "pid-namespace" in s:          # bwrap --json-status-fd
+            return int(s["child-pid"]), f"pid:[{s['pid-namespace']}]"
+        if "init_pid" in s and "pidns" in s:                     # _sandbox_boot
+            return int(s["init_pid"]), str(s["pidns"])
+    return None
 
 
 def _signal_code(mech: str, rc: int, status: list[dict[str, Any]]) -> int:

@@ -7,14 +7,14 @@ built-in fallback); the hostile cases are in tests/faults/test_sandbox_hostile.p
 from __future__ import annotations
 
 import os
-import time
+import uuid
 from pathlib import Path
 
 import pytest
+from faults.sandbox_util import MECHANISMS, pids_with_marker
 
 from sweep.bench import sandbox
 from sweep.bench.sandbox import run_python
-from faults.sandbox_util import MECHANISMS
 
 
 @pytest.fixture(params=MECHANISMS)
@@ -52,12 +52,13 @@ def test_cpu_limit_names_itself(mech):
 
 
 def test_sleeping_child_processes_die_with_the_run(mech):
+    marker = f"specsweep-child-{uuid.uuid4().hex}"
     code = ("import subprocess, sys, time\n"
-            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-            "print(open('/proc/%d/stat' % p.pid).read().split()[0], flush=True)\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
             "time.sleep(60)\n")
     res = run_python(code, timeout_s=1.0, mechanism=mech)
     assert res.timed_out and res.survivors == 0
+    assert pids_with_marker(marker) == []
 
 
 def test_memory_bomb_is_stopped_by_the_memory_limit(mech):
