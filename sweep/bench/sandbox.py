@@ -64,6 +64,7 @@ TAIL_CHARS = 2000
 POLL_S = 0.02                       # memory-watch sampling period
 BOOT = str(Path(__file__).with_name("_sandbox_boot.py"))
 _warn_lock = threading.Lock()
+_warned = False
 
 
 class SandboxUnavailable(OSError):
@@ -98,25 +99,36 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 512,
                 python=python)
 
 
-@cache
 def resolve(mechanism: str = "auto", python: str | None = None) -> str:
-    """"bwrap" or "fallback" for this host (tried once per process and interpreter)."""
+    """"bwrap" or "fallback" for this host; the first fallback of a process warns, once."""
+    global _warned
     if mechanism not in MECHANISMS:
         raise ValueError(f"sandbox mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
     if mechanism == "fallback":
         return "fallback"
-    path, why = bwrap.find()
-    if path:
-        trial = _run("print('ok')\n", "bwrap", timeout_s=20.0, memory_mb=256, python=python)
-        if trial.passed and trial.stdout.strip() == "ok":
-            return "bwrap"
-        why = f"bwrap does not run here: {trial.error}"
+    why = _bwrap_problem(python)
+    if not why:
+        return "bwrap"
     if mechanism == "bwrap":
         raise SandboxUnavailable(why)
     with _warn_lock:
-        log.warning("coding sandbox: %s; using the built-in fallback (namespaces via unshare, "
-                    "own uid, rlimits; see docs/sandbox.md)", why)
+        if not _warned:
+            _warned = True
+            log.warning("coding sandbox: %s; using the built-in fallback (namespaces via unshare, "
+                        "own uid, rlimits; see docs/sandbox.md)", why)
     return "fallback"
+
+
+@cache
+def _bwrap_problem(python: str | None) -> str:
+    """Why bwrap cannot be used here ("" when a real run through it worked), once per process."""
+    path, why = bwrap.find()
+    if not path:
+        return why
+    trial = _run("print('ok')\n", "bwrap", timeout_s=20.0, memory_mb=256, python=python)
+    if trial.passed and trial.stdout.strip() == "ok":
+        return ""
+    return f"bwrap does not run here: {trial.error}"
 
 
 @cache

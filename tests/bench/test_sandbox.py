@@ -7,6 +7,9 @@ built-in fallback); the hostile cases are in tests/faults/test_sandbox_hostile.p
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -131,3 +134,38 @@ def test_a_claim_is_dropped_when_the_probe_contradicts_it():
 def test_unknown_mechanism_is_refused():
     with pytest.raises(ValueError, match="auto, bwrap, fallback"):
         run_python("pass\n", mechanism="docker")
+
+
+def _resolve_with_path(tmp_path: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+    """A fresh controller process whose PATH holds only ``bin_dir``: which mechanism, what it said."""
+    code = "from sweep.bench import sandbox; print(sandbox.resolve('auto')); print(sandbox.run_python('print(7)').stdout)"
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, "PATH": str(bin_dir),
+                                                         "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+
+
+def _bin_dir(tmp_path: Path, *tools: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    return bin_dir
+
+
+def test_without_bwrap_auto_falls_back_with_one_warning_line(tmp_path):
+    out = _resolve_with_path(tmp_path, _bin_dir(tmp_path, "prlimit", "setpriv"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["fallback", "7"]
+    [line] = out.stderr.splitlines()
+    assert "bwrap not found" in line and "fallback" in line
+
+
+def test_an_unusable_bwrap_is_tried_then_replaced_by_the_fallback(tmp_path):
+    bin_dir = _bin_dir(tmp_path, "prlimit", "setpriv")
+    fake = bin_dir / "bwrap"  # TEST DOUBLE: a bwrap the host refuses, as in a locked-down container
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    out = _resolve_with_path(tmp_path, bin_dir)
+    assert out.stdout.split() == ["fallback", "7"], out.stderr
+    [line] = out.stderr.splitlines()
+    assert "No permissions to create new namespace" in line

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from faults.sandbox_util import pids_with_marker
+from faults.sandbox_util import MECHANISMS, pids_with_marker
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +62,8 @@ raise SystemExit("HOSTILE " + " | ".join(found))
 """
 
 
-def test_hostile_answers_fail_and_leak_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mech", MECHANISMS)
+def test_hostile_answers_fail_and_leak_nothing(tmp_path: Path, mech: str) -> None:
     marker = f"specsweep-e2e-{uuid.uuid4().hex}"
     canaries = {n: f"canary-{n.lower()}-{uuid.uuid4().hex}"
                 for n in ("SPECSWEEP_SSH_PASSWORD", "SPECSWEEP_API_KEY", "HF_TOKEN")}
@@ -79,6 +80,7 @@ def test_hostile_answers_fail_and_leak_nothing(tmp_path: Path) -> None:
         env = {**os.environ, **canaries, "HOSTILE_CODE_FILE": str(code)}
         out = subprocess.run(
             [sys.executable, "-m", "sweep", "workload=smoke", "mlflow.enabled=false",
+             f"workload.sandbox.mechanism={mech}",
              f"server.executable=[{sys.executable},{HERE / 'hostile_responder.py'}]", f"server.port={server_port}"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
         with pytest.raises(BlockingIOError):
@@ -92,6 +94,7 @@ def test_hostile_answers_fail_and_leak_nothing(tmp_path: Path) -> None:
         for success in ("connected", "setns", "wrote", "SPECSWEEP_", "HF_TOKEN"):
             assert success not in prob["error"], prob
     box = coding["sandbox"]
+    assert box["mechanism"] == mech
     assert box["verified"] and box["fs_readonly"] and box["net_namespace"] and box["env_cleared"]
     texts = [out.stdout, out.stderr] + [p.read_text(errors="replace") for p in tmp_path.rglob("*")
                                         if p.is_file() and p != code]
