@@ -143,6 +143,7 @@ def child(cfg, status, fd, cap_last):
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if status["pid_namespace"]:
+            status["pidns"] = os.readlink("/proc/self/ns/pid")   # before the new /proc hides the host's
             build_root(cfg, status)
         drop(cfg, status, cap_last)
     except OSError as exc:
@@ -174,8 +175,8 @@ def main():
     pid = os.fork()
     if pid == 0:
         child(cfg, status, fd, cap_last)
-    if status["pid_namespace"]:                 # so the controller can end the namespace for sure
-        os.write(fd, json.dumps({"init_pid": pid, "pidns": os.readlink(f"/proc/{pid}/ns/pid")}).encode())
+    if status["pid_namespace"]:                 # the child adds its "pidns": the controller can end it for sure
+        os.write(fd, json.dumps({"init_pid": pid}).encode())
     os.close(fd)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGKILL))
     _, wstatus = os.waitpid(pid, 0)

@@ -250,8 +250,9 @@ def _init_of(status: list[dict[str, Any]]) -> tuple[int, str] | None:
     for s in status:
         if "child-pid" in s and "pid-namespace" in s:          # bwrap --json-status-fd
             return int(s["child-pid"]), f"pid:[{s['pid-namespace']}]"
-        if "init_pid" in s and "pidns" in s:                     # _sandbox_boot
-            return int(s["init_pid"]), str(s["pidns"])
+    merged = {k: v for s in status for k, v in s.items()}    # _sandbox_boot: parent + child
+    if "init_pid" in merged and "pidns" in merged:
+        return int(merged["init_pid"]), str(merged["pidns"])
     return None
 
 
