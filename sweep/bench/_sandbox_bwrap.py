@@ -58,7 +58,7 @@ def argv(bwrap: str, lay: Layout, limits: Limits, *, scratch: str, script: str, 
         cmd += ["--ro-bind", path, path]
     for link, target in lay.symlinks:
         cmd += ["--symlink", target, link]
-    cmd += ["--proc", "/proc", "--dev", "/dev",
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",   # no /dev/shm to fill
             "--perms", "1777", "--size", str(limits.scratch_mb * 1024 * 1024), "--tmpfs", scratch,
             "--perms", "0444", "--ro-bind-data", str(script_fd), script,
             "--remount-ro", "/", "--chdir", scratch]

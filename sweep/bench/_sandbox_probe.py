@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 # Runs in the sandbox as the "solution"; prints one JSON object.
@@ -62,7 +63,12 @@ def hidden_paths() -> list[str]:
     home = os.path.expanduser("~")
     out = [os.path.join(home, ".ssh"), "/home", "/run", "/sys", "/var", "/srv", "/mnt",
            os.getcwd(), "/etc/shadow", "/etc/ssh"]
-    return sorted({p for p in out if os.path.lexists(p) and p != "/"})
+    tmp = os.path.realpath(tempfile.gettempdir())   # it and its parents hold the scratch path
+    return sorted({p for p in out if os.path.lexists(p) and not _contains(p, tmp)})
+
+
+def _contains(parent: str, path: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def verify(report: dict[str, Any], *, mechanism: str, uid: int | None, memory_kind: str,

@@ -6,6 +6,7 @@ built-in fallback); the hostile cases are in tests/faults/test_sandbox_hostile.p
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from faults.sandbox_util import MECHANISMS, pids_with_marker
+from faults.sandbox_util import MECHANISMS, USABLE, pids_with_marker
 
 from sweep.bench import sandbox
 from sweep.bench.sandbox import run_python
@@ -169,3 +170,27 @@ def test_an_unusable_bwrap_is_tried_then_replaced_by_the_fallback(tmp_path):
     assert out.stdout.split() == ["fallback", "7"], out.stderr
     [line] = out.stderr.splitlines()
     assert "No permissions to create new namespace" in line
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+AS_USER = ("import json, sys\nfrom sweep.bench import sandbox\n"
+           "print(json.dumps([sandbox.enforced(256, 5.0, m) for m in sys.argv[1:]]))")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+                    reason="needs root (to become another user) and a system python3")
+def test_run_by_an_unprivileged_user_it_holds_as_well(tmp_path):
+    """Not root: no uid of its own, the rest from a user namespace; the probe says which."""
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                          SYSTEM_PYTHON, "-c", AS_USER, *USABLE], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                        "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    if out.returncode and "unshare" in out.stderr:
+        pytest.skip(f"no unprivileged user namespaces here: {out.stderr[-200:]}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    for got in json.loads(out.stdout):
+        assert got["verified"] and got["uid"] == 65534 and got["own_uid"] is False
+        for layer in ("unprivileged", "no_new_privs", "pid_namespace", "net_namespace", "fs_readonly",
+                      "host_paths_hidden", "env_cleared", "nested_userns_blocked"):
+            assert got[layer] is True, (got["mechanism"], layer, got)
+        assert got["capabilities"] == "none"

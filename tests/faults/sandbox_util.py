@@ -22,6 +22,7 @@ def _bwrap_skip() -> str | None:
 _WHY = _bwrap_skip()
 # bwrap is the reference; the fallback must hold the same line on the same box.
 MECHANISMS = [pytest.param("bwrap", marks=pytest.mark.skipif(bool(_WHY), reason=_WHY or "")), "fallback"]
+USABLE = ["fallback"] if _WHY else ["bwrap", "fallback"]
 
 
 def running(pid: int, wait_s: float = 2.5) -> bool:
