@@ -68,6 +68,13 @@ def bind_ro(src, dst):
     mount(None, dst, None, REMOUNT | BIND | RDONLY | NOSUID | keep)
 
 
+def place_script(cfg, root):
+    """Copy the program in (a file, not argv: an answer may exceed 128 KiB)."""
+    with open(cfg["code_path"], "rb") as src, open(root + cfg["script"], "wb") as dst:
+        dst.write(src.read())
+    os.chmod(root + cfg["script"], 0o444)
+
+
 def build_root(cfg, status):
     """The allow-list root at cfg["root"], then pivot into it; / ends read-only."""
     new = cfg["root"]
@@ -87,9 +94,7 @@ def build_root(cfg, status):
     work = cfg["scratch"]
     os.makedirs(new + work, mode=0o755)
     mount("tmpfs", new + work, "tmpfs", NOSUID | NODEV, f"mode=1777,size={cfg['scratch_mb']}m")
-    with open(new + cfg["script"], "w", encoding="utf-8") as fh:
-        fh.write(cfg["code"])
-    os.chmod(new + cfg["script"], 0o444)
+    place_script(cfg, new)
     os.chdir(new)
     check(libc.pivot_root(b".", b"."), "pivot_root")
     check(libc.umount2(b".", DETACH), "umount old root")
@@ -149,6 +154,8 @@ def child(cfg, status, fd, cap_last):
         if status["pid_namespace"]:
             status["pidns"] = os.readlink("/proc/self/ns/pid")   # before the new /proc hides the host's
             build_root(cfg, status)
+        else:                                  # no namespaces: the host's scratch dir it is
+            place_script(cfg, "")
         drop(cfg, status, cap_last)
     except OSError as exc:
         status["error"] = str(exc)

@@ -42,6 +42,7 @@ from sweep.bench import _sandbox_cgroup as cgroup
 from sweep.bench import _sandbox_probe as probe
 from sweep.bench._sandbox_layout import (
     DEVICES,
+    Layout,
     Limits,
     layout,
     minimal_env,
@@ -156,49 +157,28 @@ def _memory_kind() -> str:
 
 
 def _run(code: str, mech: str, *, timeout_s: float, memory_mb: int, python: str | None) -> SandboxResult:
-    base = tempfile.mkdtemp(prefix="specsweep-sbx-")
-    work = os.path.join(base, "work")   # the path inside; on the host an empty dir
-    os.mkdir(work)
-    script = os.path.join(work, "main.py")
-    lay = layout(python)
+    base = tempfile.mkdtemp(prefix="specsweep-sbx-")   # 0700, ours: the program, outputs, bwrap's inputs
+    work = os.path.join(base, "work")   # the scratch path inside; on the host an empty dir
     limits = Limits(memory_mb=int(memory_mb), cpu_s=int(timeout_s) + 1)
     uid = sandbox_uid()
-    host_script = Path(base, "main.py")
-    host_script.write_text(code, encoding="utf-8")
     out_path, err_path = Path(base, "stdout"), Path(base, "stderr")
-    cg_base, _ = _cgroup_base()
-    cg = cgroup.create(cg_base, os.path.basename(base), limits.memory_mb, limits.nproc) if cg_base else None
-    r_fd, w_fd = os.pipe()
-    script_fd = os.open(host_script, os.O_RDONLY)
-    bpf = seccomp_program()
-    fds = [w_fd, script_fd]
-    if mech == "bwrap":
-        seccomp_fd = None
-        if bpf:
-            Path(base, "seccomp.bpf").write_bytes(bpf)
-            seccomp_fd = os.open(Path(base, "seccomp.bpf"), os.O_RDONLY)
-            fds.append(seccomp_fd)
-        argv = bwrap.argv(bwrap.find()[0] or "bwrap", lay, limits, scratch=work, script=script,
-                          script_fd=script_fd, uid=uid, status_fd=w_fd, seccomp_fd=seccomp_fd)
-    else:
-        cfg = {"root": os.path.join(base, "root"), "scratch": work, "script": script, "code": code,
-               "ro_binds": list(lay.ro_binds), "symlinks": [list(s) for s in lay.symlinks],
-               "devices": list(DEVICES), "scratch_mb": limits.scratch_mb, "rlimits": limits.rlimits(),
-               "uid": uid, "python": lay.python, "env": minimal_env(work), "status_fd": w_fd,
-               "strict": os.geteuid() == 0, "seccomp": bpf.hex() if bpf else None}
-        os.mkdir(cfg["root"])
-        argv = [lay.python, "-I", "-S", "-B", BOOT, json.dumps(cfg)]
-    if cg is not None:  # enter the cgroup first, as root, then become the sandbox
-        argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cg / "cgroup.procs"), *argv]
-    timed_out = mem_over = False
-    t0 = time.monotonic()
+    fds: list[int] = []
+    cg: Path | None = None
     try:
+        os.mkdir(work)
+        Path(base, "main.py").write_text(code, encoding="utf-8")
+        r_fd, w_fd = os.pipe()
+        fds += [r_fd, w_fd]
+        argv = _command(mech, base, work, layout(python), limits, uid, w_fd, fds)
+        cg_base, _ = _cgroup_base()
+        if cg_base is not None:  # enter the cgroup first, as root, then become the sandbox
+            cg = cgroup.create(cg_base, os.path.basename(base), limits.memory_mb, limits.nproc)
+            argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cg / "cgroup.procs"), *argv]
+        t0 = time.monotonic()
         with out_path.open("wb") as out, err_path.open("wb") as err:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=base,
-                                    env=minimal_env(work), pass_fds=fds,
-                                    start_new_session=True)
-        os.close(w_fd)
-        w_fd = -1
+                                    env=minimal_env(work), pass_fds=fds[1:], start_new_session=True)
+        os.close(fds.pop(1))  # our copy of the status pipe's write end: EOF once the sandbox is done
         timed_out, mem_over = _watch(proc, timeout_s, limits.memory_mb if cg is None else None)
         pids = kill_tree(proc.pid)
         proc.wait()
@@ -210,9 +190,8 @@ def _run(code: str, mech: str, *, timeout_s: float, memory_mb: int, python: str 
         stdout, stderr = _tail(out_path), _tail(err_path)
         rc = _signal_code(mech, proc.returncode, status)
     finally:
-        for fd in (w_fd, r_fd, *fds[1:]):
-            if fd >= 0:
-                os.close(fd)
+        for fd in fds:
+            os.close(fd)
         if cg is not None:
             cgroup.remove(cg)
         shutil.rmtree(base, ignore_errors=True)
@@ -226,6 +205,31 @@ def _run(code: str, mech: str, *, timeout_s: float, memory_mb: int, python: str 
         passed=(rc == 0 and not timed_out and not mem_over and not setup_error), returncode=rc,
         timed_out=timed_out, duration_s=round(duration, 3), stdout=stdout, stderr=stderr, error=error,
         mechanism=mech, memory_exceeded=mem_over, survivors=len(survivors), uid=uid, scratch=work)
+
+
+def _command(mech: str, base: str, work: str, lay: Layout, limits: Limits, uid: int, status_fd: int,
+             fds: list[int]) -> list[str]:
+    """The argv that starts the sandbox; fds it must inherit are appended to ``fds``."""
+    script = os.path.join(work, "main.py")
+    bpf = seccomp_program()
+    if mech == "bwrap":
+        script_fd = os.open(Path(base, "main.py"), os.O_RDONLY)
+        fds.append(script_fd)
+        seccomp_fd = None
+        if bpf:
+            Path(base, "seccomp.bpf").write_bytes(bpf)
+            seccomp_fd = os.open(Path(base, "seccomp.bpf"), os.O_RDONLY)
+            fds.append(seccomp_fd)
+        return bwrap.argv(bwrap.find()[0] or "bwrap", lay, limits, scratch=work, script=script,
+                          script_fd=script_fd, uid=uid, status_fd=status_fd, seccomp_fd=seccomp_fd)
+    cfg = {"root": os.path.join(base, "root"), "scratch": work, "script": script,
+           "code_path": os.path.join(base, "main.py"), "ro_binds": list(lay.ro_binds),
+           "symlinks": [list(s) for s in lay.symlinks], "devices": list(DEVICES),
+           "scratch_mb": limits.scratch_mb, "rlimits": limits.rlimits(), "uid": uid, "python": lay.python,
+           "env": minimal_env(work), "status_fd": status_fd, "strict": os.geteuid() == 0,
+           "seccomp": bpf.hex() if bpf else None}
+    os.mkdir(cfg["root"])
+    return [lay.python, "-I", "-S", "-B", BOOT, json.dumps(cfg)]
 
 
 def _watch(proc: subprocess.Popen[bytes], timeout_s: float, memory_mb: int | None) -> tuple[bool, bool]:

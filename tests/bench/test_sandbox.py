@@ -194,3 +194,10 @@ def test_run_by_an_unprivileged_user_it_holds_as_well(tmp_path):
                       "host_paths_hidden", "env_cleared", "nested_userns_blocked"):
             assert got[layer] is True, (got["mechanism"], layer, got)
         assert got["capabilities"] == "none"
+
+
+def test_a_long_answer_runs(mech):
+    """Longer than one argv string may be (128 KiB): the code travels as a file."""
+    code = "x = 1\n" * 40000 + "print(x)\n"
+    res = run_python(code, mechanism=mech)
+    assert res.passed and res.stdout.strip() == "1", res.error
