@@ -238,3 +238,19 @@ def test_nothing_outlives_a_killed_controller(mech, tmp_path):
     while pids_with_marker(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert pids_with_marker(marker) == []
+
+
+def test_the_controllers_session_keyring_is_out_of_reach(mech):
+    """Keys reachable from an inherited session keyring are "possessed" whatever the uid."""
+    from sweep.bench._sandbox_seccomp import ARCHES
+
+    if os.uname().machine not in ARCHES:
+        pytest.skip(f"no seccomp filter for {os.uname().machine}")
+    keyctl = ARCHES[os.uname().machine][4][2]
+    res = attack(f"""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.syscall({keyctl}, 0, -3, 0)   # KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING
+        print("ESCAPED" if rc >= 0 else "BLOCKED", rc, ctypes.get_errno(), flush=True)
+        """, mech)
+    assert "BLOCKED -1 1" in res.stdout  # EPERM from the filter
