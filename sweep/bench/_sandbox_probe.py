@@ -58,13 +58,18 @@ def script(hidden: list[str]) -> str:
     return PROBE.replace("__CFG__", repr(cfg))
 
 
-def hidden_paths() -> list[str]:
-    """Places with secrets or state that the sandbox must not see at all."""
+def hidden_paths(binds: tuple[str, ...] = ()) -> list[str]:
+    """Places with secrets or state that the sandbox must not see at all.
+
+    A place that holds a bound path (``/home`` when the interpreter lives in
+    ``/home/u/.pyenv``) exists inside as an empty parent: not checked.
+    """
     home = os.path.expanduser("~")
     out = [os.path.join(home, ".ssh"), "/home", "/run", "/sys", "/var", "/srv", "/mnt",
            os.getcwd(), "/etc/shadow", "/etc/ssh"]
     tmp = os.path.realpath(tempfile.gettempdir())   # it and its parents hold the scratch path
-    return sorted({p for p in out if os.path.lexists(p) and not _contains(p, tmp)})
+    return sorted({p for p in out if os.path.lexists(p) and not _contains(p, tmp)
+                   and not any(_contains(p, b) for b in binds)})
 
 
 def _contains(parent: str, path: str) -> bool:

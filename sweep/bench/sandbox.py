@@ -137,8 +137,8 @@ def enforced(memory_mb: int = 512, timeout_s: float = 10.0, mechanism: str = "au
              python: str | None = None) -> dict[str, Any]:
     """What a run with these settings is verified to enforce (``coding.sandbox``)."""
     mech = resolve(mechanism, python)
-    res = _run(probe.script(probe.hidden_paths()), mech, timeout_s=max(timeout_s, 10.0),
-               memory_mb=memory_mb, python=python)
+    program = probe.script(probe.hidden_paths(layout(python).ro_binds))
+    res = _run(program, mech, timeout_s=max(timeout_s, 10.0), memory_mb=memory_mb, python=python)
     report = probe.parse(res.stdout)
     if not report:
         return {"mechanism": mech, "verified": False, "error": res.error or "probe printed nothing"}
