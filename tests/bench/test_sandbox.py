@@ -177,8 +177,15 @@ AS_USER = ("import json, sys\nfrom sweep.bench import sandbox\n"
            "print(json.dumps([sandbox.enforced(256, 5.0, m) for m in sys.argv[1:]]))")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
-                    reason="needs root (to become another user) and a system python3")
+def _system_python_ok() -> bool:
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return False
+    return subprocess.run([SYSTEM_PYTHON, "-c", "import sys; sys.exit(sys.version_info < (3, 11))"],
+                          check=False).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _system_python_ok(),
+                    reason="needs root (to become another user) and a system python3 >= 3.11")
 def test_run_by_an_unprivileged_user_it_holds_as_well(tmp_path):
     """Not root: no uid of its own, the rest from a user namespace; the probe says which."""
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
