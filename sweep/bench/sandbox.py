@@ -64,6 +64,7 @@ MECHANISMS = SANDBOX_MECHANISMS
 TAIL_CHARS = 2000
 POLL_S = 0.02                       # memory-watch sampling period
 BOOT = str(Path(__file__).with_name("_sandbox_boot.py"))
+PREFIX = "specsweep-sbx-"            # + controller pid + random: tempfile.gettempdir()/...
 _warn_lock = threading.Lock()
 _warned = False
 
@@ -137,6 +138,7 @@ def enforced(memory_mb: int = 512, timeout_s: float = 10.0, mechanism: str = "au
              python: str | None = None) -> dict[str, Any]:
     """What a run with these settings is verified to enforce (``coding.sandbox``)."""
     mech = resolve(mechanism, python)
+    remove_stale()
     program = probe.script(probe.hidden_paths(layout(python).ro_binds))
     res = _run(program, mech, timeout_s=max(timeout_s, 10.0), memory_mb=memory_mb, python=python)
     report = probe.parse(res.stdout)
@@ -145,6 +147,17 @@ def enforced(memory_mb: int = 512, timeout_s: float = 10.0, mechanism: str = "au
     return {**probe.verify(report, mechanism=mech, uid=res.uid, memory_kind=_memory_kind(),
                            memory_mb=memory_mb, nproc=Limits(memory_mb, 1).nproc,
                            env_keys=set(minimal_env(""))), "verified": True}
+
+
+def remove_stale() -> list[str]:
+    """Remove scratch dirs left by controllers that were killed mid-run (their pid is gone)."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = path.name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
 
 
 @lru_cache(maxsize=1)
@@ -157,7 +170,7 @@ def _memory_kind() -> str:
 
 
 def _run(code: str, mech: str, *, timeout_s: float, memory_mb: int, python: str | None) -> SandboxResult:
-    base = tempfile.mkdtemp(prefix="specsweep-sbx-")   # 0700, ours: the program, outputs, bwrap's inputs
+    base = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")   # 0700: the program, outputs, bwrap's inputs
     work = os.path.join(base, "work")   # the scratch path inside; on the host an empty dir
     limits = Limits(memory_mb=int(memory_mb), cpu_s=int(timeout_s) + 1)
     uid = sandbox_uid()

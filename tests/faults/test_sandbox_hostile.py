@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from faults.sandbox_util import MECHANISMS, pids_with_marker
+from sweep.bench import sandbox
 from sweep.bench.coding import five_problems, program_for
 from sweep.bench.sandbox import SandboxResult, run_python
 
@@ -238,6 +240,10 @@ def test_nothing_outlives_a_killed_controller(mech, tmp_path):
     while pids_with_marker(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert pids_with_marker(marker) == []
+    # its scratch dir could not be removed by the dead controller: the next eval does it
+    left = list(Path(tempfile.gettempdir()).glob(f"{sandbox.PREFIX}{controller.pid}-*"))
+    assert left and set(map(str, left)) <= set(sandbox.remove_stale())
+    assert not [p for p in left if p.exists()]
 
 
 def test_the_controllers_session_keyring_is_out_of_reach(mech):
