@@ -78,7 +78,7 @@ def real_result(work: Path) -> Path:
 def worker(job_src: Path, store: Path, first: int, count: int) -> None:
     """Log ``count`` distinct copies of the result; print one wall time per line."""
     src_doc = json.loads((job_src / "result.json").read_text())
-    from sweep.tracking import Tracker
+    from sweep.record.tracking import Tracker
 
     settings = {"enabled": True, "tracking_uri": f"sqlite:///{store / 'mlflow.db'}", "experiment": "specsweep"}
     for k in range(first, first + count):

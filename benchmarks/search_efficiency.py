@@ -53,7 +53,7 @@ def compose(hardware: str, sampler: str, extra: list[str] | None = None) -> Any:
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import sweep.resolvers  # noqa: F401
+    import sweep.compose.resolvers  # noqa: F401
 
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="sweep.conf", version_base="1.3"):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from sweep.bench.client import build_payload, make_client, stream_chat
 
 if TYPE_CHECKING:
-    from sweep.config import Workload
+    from sweep.compose.config import Workload
 
 
 @dataclass(frozen=True)

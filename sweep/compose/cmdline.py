@@ -90,7 +90,7 @@ def check(argv: Sequence[str]) -> None:
         return  # let Hydra print its own usage error
     if any(getattr(args, f, None) for f in _SKIP_FLAGS):
         return
-    from sweep.config import from_omegaconf
+    from sweep.compose.config import from_omegaconf
 
     try:
         jobs = expand(args.overrides, bool(args.multirun))

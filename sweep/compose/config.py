@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sweep._checks import (  # value checks, one ConfigError each
+from sweep.compose.checks import (  # value checks, one ConfigError each
     bool_ as _bool,
     float_ as _float,
     get as _get,
@@ -21,10 +21,12 @@ from sweep._checks import (  # value checks, one ConfigError each
     no_control_chars as _no_control_chars,
     str_tuple as _str_tuple,
 )
+from sweep.compose.hosts import PoolHost, pool_hosts
+from sweep.compose.settings import Mlflow, Objective, Results, launcher_settings, mlflow, objective, results
 from sweep.errors import ConfigError
+from sweep.launch import LauncherSettings
 
 CODING_EVALS = ("five", "humaneval", "off")
-LAUNCH_MODES = ("systemd", "process")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +96,6 @@ class Server:
 
 
 @dataclass(frozen=True, slots=True)
-class Launcher:
-    name: str
-    settings: Mapping[str, Any]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.settings.get(key, default)
-
-
-@dataclass(frozen=True, slots=True)
 class Workload:
     name: str
     contexts: tuple[int, ...]
@@ -134,10 +127,15 @@ class TrialConfig:
     spec: Spec
     model: Model
     server: Server
-    launcher: Launcher
+    launcher: LauncherSettings
     workload: Workload
     dry_run: bool
     raw: Mapping[str, Any]  # the resolved composed config, for records
+    objective: Objective
+    mlflow: Mlflow
+    results: Results
+    pool: tuple[PoolHost, ...] = ()  # launcher.hosts, one entry per box (docs/parallel.md)
+    secret_names: tuple[str, ...] = ()  # name patterns besides sweep.secrets.NAME_PATTERNS
 
     @property
     def simulated(self) -> bool:
@@ -235,81 +233,6 @@ def _server(node: Mapping[str, Any]) -> Server:
     )
 
 
-def _launcher(node: Mapping[str, Any]) -> Launcher:
-    p = "launcher"
-    name = str(_get(node, p, "name"))
-    for key in ("ready_timeout_s", "stop_grace_s"):
-        if key in node:
-            _float(node, p, key, lo=0)
-    for secret in ("password", "passphrase", "connect_kwargs"):
-        if node.get(secret) is not None:
-            raise ConfigError(f"{p}.{secret}", "secrets never go in the config: set SPECSWEEP_SSH_PASSWORD "
-                              "or SPECSWEEP_SSH_PASSPHRASE in the environment instead")
-    if name == "ssh":
-        if node.get("mode") not in LAUNCH_MODES:
-            raise ConfigError(f"{p}.mode", f"must be one of {', '.join(LAUNCH_MODES)}, got {node.get('mode')!r}")
-        _int(node, p, "port", lo=1, hi=65535)
-        for key in ("host", "user", "unit", "workdir", "key_filename", "gateway"):
-            if node.get(key) is not None:
-                _no_control_chars(f"{p}.{key}", str(node[key]))
-        if not node.get("host") and not node.get("hosts"):
-            raise ConfigError(f"{p}.host", "is required: a host name, address or ~/.ssh/config "
-                              "alias (or a pool: launcher.hosts=[{host: a}, {host: b}])")
-    _hosts(node, name)
-    return Launcher(name=name, settings=dict(node))
-
-
-POOL_ENTRY_KEYS = ("label", "server_port", "overrides")
-
-
-def _hosts(node: Mapping[str, Any], name: str) -> None:
-    """``launcher.hosts``: one mapping per box, each key a setting of this launcher
-    (inherited when absent) or label / server_port / overrides (docs/parallel.md)."""
-    p, hosts = "launcher.hosts", node.get("hosts")
-    if hosts is None:
-        return
-    if not isinstance(hosts, (list, tuple)):
-        raise ConfigError(p, f"must be a list of mappings, one per box, got {hosts!r}")
-    allowed = sorted((set(node) - {"name", "hosts"}) | set(POOL_ENTRY_KEYS))
-    labels: set[str] = set()
-    boxes: set[tuple[Any, Any]] = set()
-    for i, entry in enumerate(hosts):
-        key = f"{p}[{i}]"
-        if not isinstance(entry, Mapping):
-            raise ConfigError(key, "must be a mapping such as {server_port: 31001} or "
-                              f"{{host: gpu-a}}, got {entry!r}")
-        for k, v in entry.items():
-            if k not in allowed:
-                raise ConfigError(f"{key}.{k}", f"is not a launcher={name} setting; allowed: "
-                                  f"{', '.join(allowed)}")
-            for text in (v if isinstance(v, (list, tuple)) else [v]):
-                if isinstance(text, str):
-                    _no_control_chars(f"{key}.{k}", text)
-        merged = {**node, **entry, "hosts": None}
-        if name == "ssh":
-            if merged.get("mode") not in LAUNCH_MODES:
-                raise ConfigError(f"{key}.mode", f"must be one of {', '.join(LAUNCH_MODES)}")
-            _int(merged, key, "port", lo=1, hi=65535)
-            if not merged.get("host"):
-                raise ConfigError(f"{key}.host", "is required (set it in the entry or launcher.host)")
-        server_port = _int(entry, key, "server_port", lo=1, hi=65535, optional=True)
-        extra = entry.get("overrides")
-        if extra is not None and (not isinstance(extra, (list, tuple))
-                                  or not all(isinstance(o, str) for o in extra)):
-            raise ConfigError(f"{key}.overrides", f"must be a list of override strings, got {extra!r}")
-        box = (merged.get("host") if name == "ssh" else "this machine", server_port)
-        if box in boxes:
-            raise ConfigError(key, f"the same box and server port as an earlier entry ({box[0]}, "
-                              f"server_port {server_port or 'inherited'}): give each entry on one "
-                              "box its own server_port")
-        boxes.add(box)
-        label = entry.get("label")
-        if label is not None:
-            if str(label) in labels:
-                raise ConfigError(f"{key}.label", f"{label!r} is used by an earlier entry")
-            labels.add(str(label))
-
-
 def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
     p = "workload"
     contexts = _int_list(node, p, "contexts", lo=1, hi=model_ctx, what="model.context_length")
@@ -371,12 +294,18 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     spec = _spec(cfg["spec"])
     model = _model(cfg["model"])
     server = _server(cfg["server"])
-    launcher = _launcher(cfg["launcher"])
+    launcher = launcher_settings(cfg["launcher"])
     workload = _workload(cfg["workload"], model.context_length)
     _check_server_needs(server, spec, model)
+    for group in ("objective", "mlflow"):
+        if not isinstance(cfg.get(group), Mapping):
+            raise ConfigError(group, "group is missing from the composed config")
     return TrialConfig(hardware=hardware, spec=spec, model=model, server=server,
                        launcher=launcher, workload=workload,
-                       dry_run=bool(cfg.get("dry_run", False)), raw=dict(cfg))
+                       dry_run=bool(cfg.get("dry_run", False)), raw=dict(cfg),
+                       objective=objective(cfg["objective"]), mlflow=mlflow(cfg["mlflow"]),
+                       results=results(cfg), pool=tuple(pool_hosts(cfg["launcher"].get("hosts"))),
+                       secret_names=_str_tuple(cfg.get("secret_names"), "secret_names"))
 
 
 def from_omegaconf(cfg: Any) -> TrialConfig:
@@ -388,7 +317,7 @@ def from_omegaconf(cfg: Any) -> TrialConfig:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    import sweep.resolvers  # noqa: F401  (registers ${sweep.*})
+    import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*})
 
     try:
         container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -398,7 +327,7 @@ def from_omegaconf(cfg: Any) -> TrialConfig:
         raise ConfigError(str(key), msg) from None
     assert isinstance(container, dict)
     container.pop("hydra", None)
-    return build(container)
+    return build({str(k): v for k, v in container.items()})
 
 
 def replace(cfg: TrialConfig, **changes: Any) -> TrialConfig:

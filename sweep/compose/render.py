@@ -11,62 +11,20 @@ No server flag is spelled here: every flag comes from the YAML
 * anything else -> the flag followed by ``str(value)``.
 
 The fingerprint hashes executable, argv and env: two trials with the same
-fingerprint can share one running server.
+fingerprint can share one running server. Which values are secrets (masked
+wherever the launch is shown) is :mod:`sweep.secrets`' decision.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shlex
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from sweep.config import TrialConfig
+from sweep import secrets
+from sweep.compose.config import TrialConfig
+from sweep.launch import BoxNeeds, Launch
 
-MASK = "***"
-
-
-@dataclass(frozen=True, slots=True)
-class Launch:
-    """What to start: a program, its arguments and its extra environment."""
-
-    executable: tuple[str, ...]
-    args: tuple[str, ...]
-    env: Mapping[str, str]
-    secrets: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def argv(self) -> list[str]:
-        return [*self.executable, *self.args]
-
-    @property
-    def fingerprint(self) -> str:
-        blob = json.dumps({"argv": self.argv, "env": dict(sorted(self.env.items()))},
-                          sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def redact(self, text: str) -> str:
-        """Replace every secret value in ``text`` by ***."""
-        for s in sorted(self.secrets, key=len, reverse=True):
-            if s:
-                text = text.replace(s, MASK)
-        return text
-
-    def shell_line(self, *, redact: bool = True) -> str:
-        """One shell line: ``env K=V ... EXECUTABLE ARGS...``, every word quoted.
-
-        ``bash -c "<line>"`` starts the server (unless a secret was masked).
-        """
-        words = [f"{k}={v}" for k, v in sorted(self.env.items())]
-        words = [*(["env"] if words else []), *words, *self.argv]
-        line = " ".join(shlex.quote(w) for w in words)
-        return self.redact(line) if redact else line
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"argv": [self.redact(a) for a in self.argv],
-                "env": {k: self.redact(v) for k, v in self.env.items()},
-                "fingerprint": self.fingerprint, "shell": self.shell_line()}
+__all__ = ["Launch", "flags", "render"]
 
 
 def _scalar(value: Any) -> str:
@@ -110,12 +68,14 @@ def _env(*mappings: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-def _secrets(args: Iterable[str], secret_flags: Iterable[str], extra: Iterable[Any]) -> frozenset[str]:
-    args = list(args)
-    secret_flags = set(secret_flags)
-    found = {args[i + 1] for i, a in enumerate(args[:-1]) if a in secret_flags}
-    found |= {str(x) for x in extra if x}
-    return frozenset(found)
+def box_needs(cfg: TrialConfig) -> BoxNeeds:
+    """What the box must offer for this trial (the launcher's pre-flight checks)."""
+    family = cfg.spec.draft_family
+    draft = cfg.model.draft_paths.get(family) if family else None
+    return BoxNeeds(simulated=cfg.server.simulated, hardware=cfg.hardware.name,
+                    num_gpus=cfg.hardware.num_gpus, arch=cfg.hardware.arch,
+                    model_path=cfg.model.path,
+                    draft=(f"model.draft_paths.{family}", str(draft)) if draft else None)
 
 
 def render(cfg: TrialConfig) -> Launch:
@@ -129,5 +89,8 @@ def render(cfg: TrialConfig) -> Launch:
         *server.extra_args,
     ]
     env = _env(server.env, spec_render.get("env") or {}, server.extra_env)
-    secrets = _secrets(args, server.secret_flags, [server.api_key])
-    return Launch(executable=tuple(server.executable), args=tuple(args), env=env, secrets=secrets)
+    found = secrets.argv_secrets(args, server.secret_flags) | secrets.env_secrets(env)
+    if server.api_key:
+        found.add(server.api_key)
+    return Launch(executable=tuple(server.executable), args=tuple(args), env=env,
+                  secrets=frozenset(found), box=box_needs(cfg))

@@ -5,7 +5,6 @@ The experiment is created with its artifacts next to a local sqlite store
 runs-table view: trials only, grouped by box, best first, at
 ``...#/experiments/<id>/runs?viewStateShareKey=specsweep-trials``.
 
-Public names are re-exported by ``sweep.tracking``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("sweep.tracking")
+log = logging.getLogger("sweep.record.tracking")
 
 UI_VIEW_KEY = "specsweep-trials"
 UI_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"

@@ -6,7 +6,7 @@ moves the content. Every child run carries ``specsweep.result_id`` (a hash
 of the document without its ``mlflow`` block), which is what makes uploads
 idempotent.
 
-Public names are re-exported by ``sweep.tracking``.
+Used by :class:`sweep.record.tracking.Tracker`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep._redact import Redactor, mask_tree
+from sweep import secrets
+from sweep.record.result import TrialResult, clean_number
 
 TAG_RESULT_ID = "specsweep.result_id"
 TAG_KIND = "specsweep.kind"
@@ -38,7 +39,7 @@ SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 def git_sha() -> str | None:
     """HEAD of the specsweep checkout this code runs from; None when installed
     from a wheel (the package's parent must be the repository's top level)."""
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "-C", str(pkg), "rev-parse", "--show-toplevel", "HEAD"],
                              capture_output=True, text=True, timeout=5, check=True).stdout.split()
@@ -57,16 +58,15 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def normalize(result: Mapping[str, Any]) -> dict[str, Any]:
+def normalize(result: TrialResult | Mapping[str, Any]) -> TrialResult:
     """The document as it reads back from disk (no NaN, only JSON types)."""
-    from sweep.result import clean_number
+    doc = result.to_dict() if isinstance(result, TrialResult) else dict(result)
+    return TrialResult.from_dict(json.loads(json.dumps(clean_number(doc), default=_json_default)))
 
-    return json.loads(json.dumps(clean_number(dict(result)), default=_json_default))
 
-
-def result_id(doc: Mapping[str, Any]) -> str:
+def result_id(result: TrialResult) -> str:
     """Stable id of a result: a hash of everything but its ``mlflow`` block."""
-    body = {k: v for k, v in doc.items() if k != "mlflow"}
+    body = {k: v for k, v in result.to_dict().items() if k != "mlflow"}
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -97,55 +97,54 @@ def _server_version(info: Mapping[str, Any]) -> Any:
     return None
 
 
-def trial_tags(doc: Mapping[str, Any], rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
-    trial, server = doc.get("trial") or {}, doc.get("server") or {}
-    failure = (doc.get("failure") or {}) if doc.get("status") != "ok" else {}
+def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
+    trial, server = doc.trial, doc.server
+    failure = doc.failure if not doc.ok else None
     tags: dict[str, Any] = {
         TAG_KIND: "trial", TAG_RESULT_ID: rid, TAG_PARENT: parent,
-        "simulated": str(bool(doc.get("simulated"))).lower(), "hardware": trial.get("hardware"),
-        "spec.algorithm": trial.get("spec"), "fingerprint": doc.get("fingerprint"),
-        "status": doc.get("status"), "failure.reason": failure.get("reason"),
-        "failure.message": failure.get("message"), "sweep.id": trial.get("sweep_id"),
-        "sweep.job_num": trial.get("job_num"), "git.sha": git_sha(),
+        "simulated": str(bool(doc.simulated)).lower(), "hardware": trial.hardware,
+        "spec.algorithm": trial.spec, "fingerprint": doc.fingerprint,
+        "status": doc.status, "failure.reason": failure.reason if failure else None,
+        "failure.message": failure.message if failure else None, "sweep.id": trial.sweep_id,
+        "sweep.job_num": trial.job_num, "git.sha": git_sha(),
         "mlflow.source.git.commit": git_sha(),
-        "server.version": _server_version(server.get("info") or {}),
-        "server.reused": None if server.get("reused") is None else str(bool(server["reused"])).lower(),
-        "overrides": " ".join(map(str, trial.get("overrides") or [])),
-        "specsweep.job_dir": trial.get("job_dir") or str(job_dir),
+        "server.version": _server_version(server.info if server else {}),
+        "server.reused": None if server is None or server.reused is None else str(bool(server.reused)).lower(),
+        "overrides": " ".join(map(str, trial.overrides)),
+        "specsweep.job_dir": trial.job_dir or str(job_dir),
     }
-    optuna = (doc.get("config") or {}).get("optuna") or {}  # ++optuna.* from the search sweeper
-    if isinstance(optuna, Mapping):
-        tags.update({f"optuna.{k}": optuna.get(k) for k in ("study_name", "trial_number")
-                     if optuna.get(k) is not None})
-    if failure.get("reason"):
-        tags["mlflow.note.content"] = (f"**{doc.get('status')}**: `{failure['reason']}` - "
-                                       f"{failure.get('message') or ''}")
+    optuna = doc.config_section("optuna")  # ++optuna.* from the search sweeper
+    tags.update({f"optuna.{k}": optuna.get(k) for k in ("study_name", "trial_number")
+                 if optuna.get(k) is not None})
+    if failure is not None and failure.reason:
+        tags["mlflow.note.content"] = (f"**{doc.status}**: `{failure.reason}` - "
+                                       f"{failure.message or ''}")
     return {k: v for k, v in tags.items() if v is not None and v != ""}
 
 
-def trial_metrics(doc: Mapping[str, Any]) -> list[tuple[str, float, int]]:
+def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
     """(key, value, step): headline metrics at step 0, the matrix as
     ``tok_s.ctx<context>`` (and latency companions) with step = concurrency."""
-    out = [(k, v, 0) for k, raw in (doc.get("metrics") or {}).items() if (v := _number(raw)) is not None]
-    for cell in doc.get("cells") or []:
-        if _number(cell.get("context")) is None or _number(cell.get("concurrency")) is None:
+    out = [(k, v, 0) for k, raw in doc.metrics.to_dict().items() if (v := _number(raw)) is not None]
+    for cell in doc.cells:
+        if _number(cell.context) is None or _number(cell.concurrency) is None:
             continue
-        for prefix, field in CELL_SERIES:
-            if (v := _number(cell.get(field))) is not None:
-                out.append((f"{prefix}.ctx{int(cell['context'])}", v, int(cell["concurrency"])))
+        for prefix, name in CELL_SERIES:
+            if (v := _number(cell.get(name))) is not None:
+                out.append((f"{prefix}.ctx{int(cell.context)}", v, int(cell.concurrency)))
     return out
 
 
-def cell_table(doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
     """Columns for ``log_table`` (nested values as JSON text)."""
-    cells = list(doc.get("cells") or [])
+    cells = [c.to_dict() for c in doc.cells]
     keys = list(dict.fromkeys(k for c in cells for k in c))
     return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else c.get(k)
                 for c in cells] for k in keys}
 
 
-def _read_log(doc: Mapping[str, Any], job_dir: Path) -> str | None:
-    candidates = [job_dir / "server.log", (doc.get("server") or {}).get("log")]
+def _read_log(doc: TrialResult, job_dir: Path) -> str | None:
+    candidates = [job_dir / "server.log", doc.server.log if doc.server else None]
     for cand in candidates:
         if cand and Path(cand).is_file():
             with open(cand, "rb") as fh:
@@ -155,24 +154,24 @@ def _read_log(doc: Mapping[str, Any], job_dir: Path) -> str | None:
     return None
 
 
-def stage_artifacts(doc: Mapping[str, Any], job_dir: Path, out: Path, red: Redactor) -> None:
+def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Redactor) -> None:
     """Everything a run shows under Artifacts, secrets masked, into ``out``."""
     import yaml
 
-    from sweep import plots
+    from sweep.report import plots
 
     def write(name: str, text: str) -> None:
         (out / name).write_text(red.text(text))
 
-    masked = mask_tree(doc)
+    masked = secrets.mask_tree(doc.to_dict(), red)
     write("result.json", json.dumps(masked, indent=2, default=str) + "\n")
     if masked.get("config"):
         write("config.yaml", yaml.safe_dump(masked["config"], sort_keys=False))
-    if doc.get("command"):
-        write("command.txt", str(doc["command"]).rstrip("\n") + "\n")
+    if doc.command:
+        write("command.txt", str(doc.command).rstrip("\n") + "\n")
     if (text := _read_log(doc, job_dir)) is not None:
         write("server.log", text)
-    tail = (doc.get("failure") or {}).get("log_tail") if doc.get("status") != "ok" else None
+    tail = doc.failure.log_tail if doc.failure is not None and not doc.ok else None
     if tail:
         write("log_tail.txt", str(tail).rstrip("\n") + "\n")
     plots.trial_plots(doc, out / "plots")

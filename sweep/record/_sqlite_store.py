@@ -20,7 +20,7 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger("sweep.tracking")
+log = logging.getLogger("sweep.record.tracking")
 
 
 def sqlite_path(uri: str) -> Path | None:

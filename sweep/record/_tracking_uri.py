@@ -6,7 +6,7 @@ so ``mlflow ui`` run there shows every trial. Network stores get one quick
 TCP connect first: MLflow's own retries would otherwise hold a trial for
 minutes against a closed port.
 
-Public names are re-exported by ``sweep.tracking``.
+``safe_uri`` is the URI as it is recorded: without user:password.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 NETWORK_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
 
@@ -80,3 +80,12 @@ def probe(uri: str, timeout: float = 3.0) -> str | None:
     except OSError as exc:
         return f"cannot connect to {parts.hostname}:{port} ({exc.strerror or exc})"
     return None
+
+
+def safe_uri(uri: str) -> str:
+    """The URI without user:password (what is stored in files and tags)."""
+    parts = urlsplit(uri)
+    if not (parts.username or parts.password) or not parts.hostname:
+        return uri
+    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -11,17 +11,17 @@ Why it is shaped this way:
 * The tracking URI follows MLflow's own default, pinned to the directory the
   user launched from (Hydra may have changed cwd), so ``mlflow ui`` there
   shows everything.
-* Secrets never leave the machine: values of config keys and environment
-  variables named like api_key/password/secret/token are masked in every
-  param, tag and artifact.
+* Secrets never leave the machine: every param, tag and artifact is masked
+  by :mod:`sweep.secrets` (by name and by value).
 
-This module is the ``Tracker`` facade; the parts live in private modules
-named after what they do, and their public names are re-exported here:
+This module is the ``Tracker`` facade; the parts live in modules named after
+what they do:
 
-* ``sweep._tracking_uri``      where runs go (URI resolution, reachability probe)
-* ``sweep._redact``            secret masking, param flattening, MLflow's limits
-* ``sweep._run_content``       what a trial becomes: id, tags, metrics, artifacts
-* ``sweep._mlflow_experiment`` the experiment and its comparison view in the UI
+* ``sweep.record._tracking_uri``      where runs go (URI resolution, reachability probe)
+* ``sweep.record._params``            the config as params within MLflow's limits
+* ``sweep.record._run_content``       what a trial becomes: id, tags, metrics, artifacts
+* ``sweep.record._mlflow_experiment`` the experiment and its comparison view in the UI
+* ``sweep.record.parent``             the sweep's parent run and its record file
 
 mlflow is imported inside functions only (``python -m sweep --help`` stays fast).
 """
@@ -36,31 +36,25 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from sweep._mlflow_experiment import UI_VIEW, UI_VIEW_KEY, UI_VIEW_TAG, ensure_experiment
-from sweep._redact import (DROP_FROM_PARAMS, MASK, MAX_KEY, MAX_PARAM_VALUE, MAX_TAG_VALUE, NOT_SECRETS,
-                           SECRET_NAME, Redactor, collect_secrets, flatten_params, is_secret_name,
-                           mask_tree, redactor_for, safe_uri, truncate)
-from sweep._run_content import (CELL_SERIES, RUN_STATUS, SERVER_LOG_MAX_BYTES, TAG_COMPLETE, TAG_KIND,
-                                TAG_PARENT, TAG_RESULT_ID, TAG_SWEEP_KEY, _ms, cell_table, git_sha,
-                                normalize, result_id, stage_artifacts, sweep_key, trial_metrics,
-                                trial_tags)
-from sweep._tracking_uri import NETWORK_PORTS, launch_dir, probe as _probe, resolve_tracking_uri
+from sweep import secrets
+from sweep.atomic import write_atomic
+from sweep.compose.settings import Mlflow
+from sweep.record import parent as _parent
+from sweep.record._mlflow_experiment import UI_VIEW_KEY, ensure_experiment
+from sweep.record._params import MAX_TAG_VALUE, flatten_params, truncate
+from sweep.record._run_content import (RUN_STATUS, TAG_COMPLETE, TAG_KIND, TAG_RESULT_ID, _ms,
+                                       cell_table, normalize, result_id, stage_artifacts,
+                                       trial_metrics, trial_tags)
+from sweep.record._tracking_uri import launch_dir, probe as _probe, resolve_tracking_uri, safe_uri
+from sweep.record.result import FILENAME as RESULT_FILE
+from sweep.record.result import MlflowInfo, TrialResult
 
-__all__ = [
-    "CELL_SERIES", "DEFAULT_EXPERIMENT", "DROP_FROM_PARAMS", "MASK", "MAX_KEY", "MAX_PARAM_VALUE",
-    "MAX_TAG_VALUE", "NETWORK_PORTS", "NOT_SECRETS", "PARENT_FILE", "RESULT_FILE", "RUN_STATUS",
-    "SECRET_NAME", "SERVER_LOG_MAX_BYTES", "TAG_COMPLETE", "TAG_KIND", "TAG_PARENT", "TAG_RESULT_ID",
-    "TAG_SWEEP_KEY", "UI_VIEW", "UI_VIEW_KEY", "UI_VIEW_TAG", "Redactor", "Tracker", "TrackingUnavailable",
-    "cell_table", "collect_secrets", "flatten_params", "git_sha", "is_secret_name", "launch_dir",
-    "mask_tree", "normalize", "redactor_for", "resolve_tracking_uri", "result_id", "safe_uri",
-    "stage_artifacts", "sweep_key", "trial_metrics", "trial_tags", "truncate",
-]
+__all__ = ["PARENT_FILE", "UI_VIEW_KEY", "Tracker", "TrackingUnavailable", "launch_dir",
+           "resolve_tracking_uri", "safe_uri"]
 
 log = logging.getLogger(__name__)
 
-PARENT_FILE = "mlflow_parent.json"
-RESULT_FILE = "result.json"
-DEFAULT_EXPERIMENT = "specsweep"
+PARENT_FILE = _parent.PARENT_FILE
 
 _warned = False
 # (tracking URI, experiment name) -> id, once per process: the jobs of a
@@ -90,11 +84,12 @@ class Tracker:
     Every public method is best effort: with MLflow unreachable it warns once
     per process and returns None; ``upload``/``connect`` raise instead (sync)."""
 
-    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
-        settings = dict(settings or {})
-        self.enabled = bool(settings.get("enabled", True))
-        self.experiment = str(settings.get("experiment") or DEFAULT_EXPERIMENT)
-        self._configured = settings.get("tracking_uri")
+    def __init__(self, settings: Mlflow | Mapping[str, Any] | None = None) -> None:
+        if not isinstance(settings, Mlflow):
+            settings = Mlflow.from_mapping(settings)
+        self.enabled = settings.enabled
+        self.experiment = settings.experiment
+        self._configured = settings.tracking_uri
         self._base = launch_dir()
         self._uri: str | None = None
         self._client: Any = None
@@ -129,7 +124,7 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
         from mlflow.tracking import MlflowClient
 
-        from sweep import _sqlite_store
+        from sweep.record import _sqlite_store
 
         _sqlite_store.prepare(uri)  # a new local store without a thousand fsyncs
         key = (uri, self.experiment)
@@ -192,7 +187,7 @@ class Tracker:
             client.log_batch(run_id, metrics=m, params=p)
 
     # -- trials ---------------------------------------------------------------
-    def log_trial(self, result: dict[str, Any], job_dir: Path, *,
+    def log_trial(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
                   parent_run_id: str | None = None) -> str | None:
         """One child run for one result; None (warned once) when MLflow is down."""
         if not self.enabled:
@@ -201,27 +196,27 @@ class Tracker:
             return self.upload(result, Path(job_dir), parent_run_id=parent_run_id)
         except Exception as exc:  # noqa: BLE001 - the trial must never fail because of MLflow
             self._forget_experiment()
-            where = (result.get("trial") or {}).get("sweep_dir") or job_dir
-            _warn_once(f"{exc}; results stay on disk ({Path(job_dir) / RESULT_FILE}): "
-                       f"`python -m sweep.sync {where}` uploads them later")
+            where = normalize(result).trial.sweep_dir or job_dir
+            _warn_once(secrets.mask_text(f"{exc}; results stay on disk ({Path(job_dir) / RESULT_FILE}): "
+                                         f"`python -m sweep.sync {where}` uploads them later"))
             return None
 
-    def upload(self, result: dict[str, Any], job_dir: Path, *, parent_run_id: str | None = None) -> str:
+    def upload(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
+               parent_run_id: str | None = None) -> str:
         """Create the run unless this exact result is already complete in
         MLflow; then mark result.json synced. Raises on any MLflow error."""
         return self.upload_result(result, job_dir, parent_run_id=parent_run_id)[0]
 
-    def upload_result(self, result: dict[str, Any], job_dir: Path, *,
+    def upload_result(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
                       parent_run_id: str | None = None) -> tuple[str, bool]:
         """``upload`` that also says whether a run was created (False: found)."""
         doc = normalize(result)
         rid = result_id(doc)
         client, exp = self.connect()
-        sweep_dir = (doc.get("trial") or {}).get("sweep_dir")
+        sweep_dir = doc.trial.sweep_dir
         if parent_run_id is None and sweep_dir and (self._dir(sweep_dir) / PARENT_FILE).exists():
-            from sweep.sync import ensure_parent  # start_parent ran while MLflow was down
-
-            parent_run_id = ensure_parent(self, self._dir(sweep_dir))
+            # start_parent ran while MLflow was down
+            parent_run_id = _parent.ensure_parent(self, self._dir(sweep_dir))
         existing = self.find_run(TAG_RESULT_ID, rid, "trial")
         created = not (existing is not None and existing.data.tags.get(TAG_COMPLETE) == "true")
         if not created:
@@ -233,75 +228,72 @@ class Tracker:
         self._write_back(result, Path(job_dir), run_id)
         return run_id, created
 
-    def _create_trial_run(self, doc: dict[str, Any], rid: str, job_dir: Path, parent: str | None) -> str:
-        trial = doc.get("trial") or {}
-        red = redactor_for(doc)
+    def _create_trial_run(self, doc: TrialResult, rid: str, job_dir: Path, parent: str | None) -> str:
+        trial = doc.trial
+        red = secrets.redactor(secrets.collect_secrets(doc.to_dict()))
         tags = {k: truncate(red.text(str(v)), MAX_TAG_VALUE)
                 for k, v in trial_tags(doc, rid, parent, job_dir).items()}
-        run = self.create_run(start_time=_ms(trial.get("started")), tags=tags,
-                              run_name=str(trial.get("name") or job_dir.name))
+        run = self.create_run(start_time=_ms(trial.started), tags=tags,
+                              run_name=str(trial.name if trial.name != "?" else job_dir.name))
         run_id = str(run.info.run_id)
         client, _ = self.connect()
-        self.log_batch(run_id, params=flatten_params(doc.get("config") or {}, red),
-                       metrics=trial_metrics(doc), timestamp=_ms(trial.get("finished")))
+        self.log_batch(run_id, params=flatten_params(doc.config, red),
+                       metrics=trial_metrics(doc), timestamp=_ms(trial.finished))
         with tempfile.TemporaryDirectory(prefix="specsweep-mlflow-") as tmp:
             stage_artifacts(doc, job_dir, Path(tmp), red)
             client.log_artifacts(run_id, tmp)
-        if doc.get("cells"):
+        if doc.cells:
             client.log_table(run_id, data=cell_table(doc), artifact_file="cells.json")
-        client.set_terminated(run_id, status=RUN_STATUS.get(str(doc.get("status")), "FAILED"),
-                              end_time=_ms(trial.get("finished")))
+        client.set_terminated(run_id, status=RUN_STATUS.get(str(doc.status), "FAILED"),
+                              end_time=_ms(trial.finished))
         client.set_tag(run_id, TAG_COMPLETE, "true")
         return run_id
 
-    def _write_back(self, result: dict[str, Any], job_dir: Path, run_id: str) -> None:
+    def _write_back(self, result: TrialResult | Mapping[str, Any], job_dir: Path, run_id: str) -> None:
         """``mlflow: {run_id, synced: true, ...}`` into result.json (atomic)."""
-        from sweep.result import write_atomic
-
-        info = {"run_id": run_id, "synced": True, "tracking_uri": self.display_uri,
-                "experiment": self.experiment}
-        if isinstance(result, dict):
-            result["mlflow"] = dict(info)  # keep the caller's copy in step with the file
+        info = MlflowInfo(run_id=run_id, synced=True, tracking_uri=self.display_uri,
+                          experiment=self.experiment)
+        if isinstance(result, TrialResult):
+            result.mlflow = info  # keep the caller's copy in step with the file
+        elif isinstance(result, dict):
+            result["mlflow"] = info.to_dict()
         path = job_dir / RESULT_FILE
         try:
             doc = json.loads(path.read_text())
+            if not isinstance(doc, dict):
+                raise ValueError("not a result document")
         except (OSError, ValueError):
-            doc = normalize(result)
-        doc["mlflow"] = info
+            doc = normalize(result).masked()
+        doc["mlflow"] = info.to_dict()
         write_atomic(path, doc)
 
-    # -- the sweep's parent run (record file + logic in sweep.sync) -------------
+    # -- the sweep's parent run (sweep.record.parent) ----------------------------
     def start_parent(self, sweep_dir: Path, name: str, params: Mapping[str, Any]) -> str | None:
         """Parent run of a multirun/search; ``<sweep_dir>/mlflow_parent.json`` is
         written even when MLflow is down, so a later trial or sync creates it."""
         if not self.enabled:
             return None
-        from sweep.sync import ensure_parent, record_parent_start
-
         sweep_dir = self._dir(sweep_dir)
-        record_parent_start(self, sweep_dir, name, params)
+        _parent.record_parent_start(self, sweep_dir, name, params)
         try:
-            return ensure_parent(self, sweep_dir)
+            return _parent.ensure_parent(self, sweep_dir)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
-            _warn_once(f"{exc}; the sweep goes on with results on disk: "
-                       f"`python -m sweep.sync {sweep_dir}` uploads them later")
+            _warn_once(secrets.mask_text(f"{exc}; the sweep goes on with results on disk: "
+                                         f"`python -m sweep.sync {sweep_dir}` uploads them later"))
             return None
 
     def parent_for(self, sweep_dir: Path) -> str | None:
         """Run id recorded by start_parent (None when MLflow was down then)."""
-        from sweep.sync import read_parent_file
-
-        return read_parent_file(self._dir(sweep_dir)).get("run_id") or None
+        return _parent.read_parent_file(self._dir(sweep_dir)).get("run_id") or None
 
     def end_parent(self, sweep_dir: Path, status: str = "FINISHED") -> None:
         """Sweep-level plots and summary table, then end the parent run."""
         if not self.enabled:
             return
-        from sweep.sync import finalize_parent, record_parent_end
-
         sweep_dir = self._dir(sweep_dir)
-        record_parent_end(sweep_dir, status)
+        _parent.record_parent_end(sweep_dir, status)
         try:
-            finalize_parent(self, sweep_dir)
+            _parent.finalize_parent(self, sweep_dir)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
-            _warn_once(f"{exc}; `python -m sweep.sync {sweep_dir}` finishes the parent run later")
+            _warn_once(secrets.mask_text(f"{exc}; `python -m sweep.sync {sweep_dir}` finishes "
+                                         "the parent run later"))

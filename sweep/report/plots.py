@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
-Doc = Mapping[str, Any]
+from sweep.record.result import Cell, TrialResult
+from sweep.score.metrics import ok_cells
+
+Doc = TrialResult
 
 
 def _figure(ncols: int = 1) -> tuple[Any, list[Any]]:
@@ -30,19 +33,15 @@ def _figure(ncols: int = 1) -> tuple[Any, list[Any]]:
     return fig, list(axes)
 
 
-def _ok_cells(cells: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [c for c in cells if isinstance(c.get("output_tok_s"), (int, float))]
-
-
-def _by_context(cells: Iterable[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
-    out: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+def _by_context(cells: Iterable[Cell]) -> dict[int, list[Cell]]:
+    out: dict[int, list[Cell]] = defaultdict(list)
     for c in cells:
-        out[int(c["context"])].append(c)
-    return {k: sorted(v, key=lambda c: c["concurrency"]) for k, v in sorted(out.items())}
+        out[int(c.context)].append(c)
+    return {k: sorted(v, key=lambda c: c.concurrency) for k, v in sorted(out.items())}
 
 
-def _concurrency_axis(ax: Any, cells: Sequence[Mapping[str, Any]]) -> None:
-    levels = sorted({int(c["concurrency"]) for c in cells})
+def _concurrency_axis(ax: Any, cells: Sequence[Cell]) -> None:
+    levels = sorted({int(c.concurrency) for c in cells})
     if len(levels) > 1 and levels[0] > 0:
         ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(x) for x in levels])
@@ -59,21 +58,20 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def _title(doc: Doc) -> str:
-    trial = doc.get("trial") or {}
-    sim = " (simulated)" if doc.get("simulated") else ""
-    return f"{trial.get('name', '?')}{sim}"
+    sim = " (simulated)" if doc.simulated else ""
+    return f"{doc.trial.name}{sim}"
 
 
 def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
     """Aggregate and per-stream output tok/s against concurrency, one line per context."""
-    cells = _ok_cells(doc.get("cells") or [])
+    cells = ok_cells(doc.cells)
     if not cells:
         return None
     fig, (agg, per) = _figure(2)
     for ctx, row in _by_context(cells).items():
-        xs = [c["concurrency"] for c in row]
-        agg.plot(xs, [c["output_tok_s"] for c in row], marker="o", label=f"ctx {ctx}")
-        per.plot(xs, [c.get("per_stream_tok_s") or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
+        xs = [c.concurrency for c in row]
+        agg.plot(xs, [c.output_tok_s for c in row], marker="o", label=f"ctx {ctx}")
+        per.plot(xs, [c.per_stream_tok_s or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
     agg.set_ylabel("aggregate output tok/s")
     per.set_ylabel("per-stream output tok/s")
     for ax in (agg, per):
@@ -85,14 +83,14 @@ def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
 
 def latency_vs_concurrency(doc: Doc, path: Path) -> Path | None:
     """TTFT p50 and inter-token latency p50 against concurrency, per context."""
-    cells = _ok_cells(doc.get("cells") or [])
+    cells = ok_cells(doc.cells)
     if not cells:
         return None
     fig, (ttft, itl) = _figure(2)
     for ctx, row in _by_context(cells).items():
-        xs = [c["concurrency"] for c in row]
-        ttft.plot(xs, [c.get("ttft_ms_p50") or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
-        itl.plot(xs, [c.get("itl_ms_p50") or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
+        xs = [c.concurrency for c in row]
+        ttft.plot(xs, [c.ttft_ms_p50 or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
+        itl.plot(xs, [c.itl_ms_p50 or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
     ttft.set_ylabel("TTFT p50 (ms)")
     itl.set_ylabel("ITL p50 (ms)")
     for ax in (ttft, itl):
@@ -109,10 +107,6 @@ def trial_plots(doc: Doc, out_dir: Path) -> list[Path]:
     return [p for p in out if p is not None]
 
 
-def _spec_value(doc: Doc, key: str) -> Any:
-    return ((doc.get("config") or {}).get("spec") or {}).get(key)
-
-
 def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
     """tok_s_c1 and tok_s_peak against the draft budget, one line per
     hardware x topk x window; failed trials as red crosses on the x axis;
@@ -120,14 +114,13 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
     series: dict[str, list[tuple[float, Doc]]] = defaultdict(list)
     baselines: list[Doc] = []
     for doc in docs:
-        budget = _spec_value(doc, "budget")
-        if _spec_value(doc, "algorithm") == "none" or budget is None:
-            if doc.get("status") == "ok":
+        budget = doc.spec_value("budget")
+        if doc.spec_value("algorithm") == "none" or budget is None:
+            if doc.ok:
                 baselines.append(doc)
             continue
-        trial = doc.get("trial") or {}
-        key = (f"{trial.get('hardware')} {trial.get('spec')} "
-               f"t{_spec_value(doc, 'topk')} w{_spec_value(doc, 'window')}")
+        key = (f"{doc.trial.hardware} {doc.trial.spec} "
+               f"t{doc.spec_value('topk')} w{doc.spec_value('window')}")
         series[key].append((float(budget), doc))
     if not series:
         return None
@@ -135,21 +128,21 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
     for ax, metric in zip(axes, ("tok_s_c1", "tok_s_peak")):
         for label, points in sorted(series.items()):
             points.sort(key=lambda p: p[0])
-            ok = [(b, d["metrics"][metric]) for b, d in points
-                  if d.get("status") == "ok" and (d.get("metrics") or {}).get(metric) is not None]
+            ok = [(b, d.metrics.get(metric)) for b, d in points
+                  if d.ok and d.metrics.get(metric) is not None]
             if ok:
                 ax.plot([b for b, _ in ok], [v for _, v in ok], marker="o", label=label)
-            bad = [(b, d) for b, d in points if d.get("status") != "ok"]
+            bad = [(b, d) for b, d in points if not d.ok]
             for b, d in bad:
-                reason = (d.get("failure") or {}).get("reason") or d.get("status")
+                reason = d.reason or d.status
                 ax.plot([b], [0], marker="x", color="red", markersize=10)
                 ax.annotate(str(reason), (b, 0), textcoords="offset points", xytext=(0, 8),
                             ha="center", fontsize="x-small", color="red")
         for base in baselines:
-            value = (base.get("metrics") or {}).get(metric)
+            value = base.metrics.get(metric)
             if value is not None:
                 ax.axhline(value, linestyle="--", color="gray", linewidth=1)
-                ax.annotate(f"baseline {(base.get('trial') or {}).get('hardware')}", (0, value),
+                ax.annotate(f"baseline {base.trial.hardware}", (0, value),
                             xycoords=("axes fraction", "data"), fontsize="x-small", color="gray")
         budgets = sorted({b for pts in series.values() for b, _ in pts})
         if budgets[0] > 0 and budgets[-1] >= 4 * budgets[0]:
@@ -179,12 +172,12 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
     """Per-stream vs aggregate tok/s of every cell of every ok trial, with the
     front drawn: the configurations worth keeping for some latency target."""
     groups: list[tuple[list[float], list[float], str | None]] = []
-    for i, doc in enumerate(d for d in docs if d.get("status") == "ok"):
-        cells = [c for c in _ok_cells(doc.get("cells") or []) if c.get("per_stream_tok_s") is not None]
+    for i, doc in enumerate(d for d in docs if d.ok):
+        cells = [c for c in ok_cells(doc.cells) if c.per_stream_tok_s is not None]
         if cells:
-            label = (doc.get("trial") or {}).get("name") if i < max_legend else None
-            groups.append(([float(c["per_stream_tok_s"]) for c in cells],
-                           [float(c["output_tok_s"]) for c in cells], label))
+            label = doc.trial.name if i < max_legend else None
+            groups.append(([float(c.per_stream_tok_s or 0.0) for c in cells],
+                           [float(c.output_tok_s or 0.0) for c in cells], label))
     if not groups:
         return None  # before any figure is built
     fig, (ax,) = _figure(1)

@@ -16,10 +16,10 @@ import heapq
 from functools import lru_cache
 from typing import Any, Mapping
 
+from sweep.sim._calibration import calibration
+
 
 def _cal() -> dict[str, Any]:
-    from sweep.sim.perf import calibration
-
     return calibration()["accept"]
 
 

@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, MutableMapping
 
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
@@ -24,7 +24,7 @@ from sweep.sim.engine import Engine
 
 VERSION = "0.5.23"
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics"})
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class SimState:

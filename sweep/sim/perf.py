@@ -23,26 +23,16 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
+from sweep.sim._calibration import CALIBRATION_FILE, calibration  # noqa: F401 - perf is the public API
 from sweep.sim.accept import (  # noqa: F401 - re-exported: perf is the public API
     accept_length, draw_accepted, family, survival, verify_width,
 )
 
-CALIBRATION_FILE = Path(__file__).with_name("calibration.yaml")
 TREE_FAMILIES = ("ddtree",)
 CUDA_GRAPH_MAX_BS = 256  # SGLang's default graph batch-size ceiling on large GPUs
 BLOCK_FAMILIES = ("dflash", "ddtree")
-
-
-@lru_cache(maxsize=1)
-def calibration() -> dict[str, Any]:
-    """The calibration constants (read once)."""
-    with CALIBRATION_FILE.open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
 
 
 # --------------------------------------------------------------------------- model shape

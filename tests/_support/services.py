@@ -1,10 +1,10 @@
-"""Real services for the pool tests: a throwaway PostgreSQL cluster and an ``mlflow server``.
+"""Real services for the tests: a throwaway PostgreSQL cluster and an ``mlflow server``.
 
-The cluster follows tests/sweeper/test_postgres.py (Debian's initdb/pg_ctl,
-run as the ``postgres`` user when we are root, since initdb refuses root), but
-listens on a free loopback TCP port too, because the MLflow server connects
-to it like a real deployment would. Both helpers are context managers so a
-session fixture can share one cluster and one server between tests.
+The cluster uses Debian's initdb/pg_ctl, run as the ``postgres`` user when we
+are root (initdb refuses root), and listens on a free loopback TCP port, like
+a real deployment an MLflow server or an Optuna study connects to. Both
+helpers are context managers so a session fixture can share one cluster and
+one server between tests.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,11 +25,7 @@ from typing import Iterator
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from _support import free_port
 
 
 def _pg_bin(tool: str) -> str | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep import preflight
-from sweep.config import from_omegaconf
+from sweep.compose import cmdline as preflight
+from sweep.compose.config import from_omegaconf
 from sweep.errors import ConfigError
 
 

@@ -7,9 +7,9 @@ import shlex
 import subprocess
 import sys
 
-from sweep import preflight
-from sweep.config import from_omegaconf
-from sweep.render import flags, render
+from sweep.compose import cmdline as preflight
+from sweep.compose.config import from_omegaconf
+from sweep.compose.render import flags, render
 
 
 def launch(*overrides: str):

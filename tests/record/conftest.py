@@ -8,12 +8,13 @@ and that group is stopped at teardown.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from _support import free_port
 
 # MLflow's usage telemetry would try the network; tests stay on loopback.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -22,16 +23,11 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture(autouse=True)
 def _fresh_warning_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test sees the first warning (and experiment lookup) of its own 'process'."""
-    import sweep.tracking as tracking
+    import sweep.record.tracking as tracking
 
     monkeypatch.setattr(tracking, "_warned", False)
     monkeypatch.setattr(tracking, "_experiment_ids", {})
@@ -41,7 +37,7 @@ def _fresh_warning_state(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URL of a live ``mlflow server`` (sqlite backend, proxied artifacts)."""
-    from parallel.services import mlflow_server as start_mlflow_server  # one starter for all suites
+    from _support.services import mlflow_server as start_mlflow_server
 
     root = tmp_path_factory.mktemp("mlflow-server")
     with start_mlflow_server(f"sqlite:///{root / 'mlflow.db'}", root) as url:
@@ -66,7 +62,7 @@ def http_sweep(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> 
     by the HTTP checks and the UI check (each upload costs ~20 requests)."""
     from result_docs import make_sweep
 
-    from sweep.tracking import Tracker
+    from sweep.record.tracking import Tracker
 
     sweep_dir = tmp_path_factory.mktemp("http-sweep") / "multirun" / "2026-01-01" / "12-00-00"
     trials = make_sweep(sweep_dir)

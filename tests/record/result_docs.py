@@ -2,7 +2,7 @@
 
 Built the way sweep.trial builds them: the composed config from the shipped
 YAML groups, cells from a small context x concurrency matrix, headline
-metrics from sweep.score. The b300 CUDA-graph quirk fails budgets above 8.
+metrics from sweep.score.metrics. The b300 CUDA-graph quirk fails budgets above 8.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
-from sweep import score
-from sweep.result import write_atomic
+from sweep.atomic import write_atomic
+from sweep.record.result import TrialResult
+from sweep.score import metrics as score
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 CONTEXTS = (60, 1024)
@@ -108,7 +109,7 @@ def make_result(sweep_dir: Path | None, job_num: int, budget: int, *, status: st
         doc["failure"] = {"reason": reason or "cuda_graph", "message": "CUDA-graph capture crashed at startup",
                           "log_tail": tail + (f"\napi_key={api_key}" if api_key else "")}
         log.append(tail)
-    doc["metrics"] = score.metrics(doc)
+    doc["metrics"] = score.metrics(TrialResult.from_dict(doc)).to_dict()
     if status == "ok":
         doc["metrics"]["speedup_vs_baseline"] = 2.2
     doc["metrics"]["usd_per_mtok"] = None

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from result_docs import make_sweep, read
 
-from sweep import report, sync
-from sweep.tracking import Tracker
+from sweep import sync
+from sweep.report import __main__ as report
+from sweep.record.tracking import Tracker
 
 
 def _runs(url: str, experiment: str) -> list:
@@ -60,13 +61,13 @@ def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, t
     trials = make_sweep(sweep_dir, experiment="down-sync")
     down = Tracker({"enabled": True, "tracking_uri": closed_port_uri, "experiment": "down-sync"})
     t0 = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="sweep.tracking"):
+    with caplog.at_level(logging.WARNING, logger="sweep.record.tracking"):
         assert down.start_parent(sweep_dir, "b300 budget sweep (offline)", {"spec.budget": "8,16,32"}) is None
         for job_dir, doc in trials:
             assert down.log_trial(doc, job_dir, parent_run_id=down.parent_for(sweep_dir)) is None
         down.end_parent(sweep_dir, "FINISHED")
     assert time.monotonic() - t0 < 15, "a down tracking server must not hold the sweep"
-    warnings = [r for r in caplog.records if r.name == "sweep.tracking" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "sweep.record.tracking" and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
     for job_dir, _ in trials:
         assert read(job_dir)["mlflow"]["synced"] is False

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from sweep import cost, tracking
-from sweep.tracking import Redactor, collect_secrets, flatten_params, mask_tree, resolve_tracking_uri
+from sweep.record import tracking
+from sweep.record._params import flatten_params
+from sweep.record.tracking import resolve_tracking_uri
+from sweep.score import cost
+from sweep.secrets import Redactor, collect_secrets, mask_tree
 
 
 def test_cell_cost_is_hourly_price_over_tokens_per_hour() -> None:
@@ -97,7 +100,7 @@ def test_hydra_chdir_keeps_the_store_in_the_launch_dir(tmp_path: Path) -> None:
     import sys
 
     app = tmp_path / "app.py"
-    app.write_text("import hydra, os\nfrom sweep.tracking import Tracker\n"
+    app.write_text("import hydra, os\nfrom sweep.record.tracking import Tracker\n"
                    "@hydra.main(config_path=None, version_base='1.3')\n"
                    "def main(cfg):\n    print('CWD', os.getcwd())\n"
                    "    print('URI', Tracker({'tracking_uri': None}).tracking_uri)\n"

@@ -15,8 +15,10 @@ from types import SimpleNamespace
 import pytest
 from result_docs import make_result, make_sweep
 
-from sweep import _sqlite_store, plots, tracking
-from sweep.tracking import Tracker
+from sweep.record import _sqlite_store, tracking
+from sweep.record.result import TrialResult
+from sweep.report import plots
+from sweep.record.tracking import Tracker
 
 
 def _schema(db: Path) -> tuple[list, list]:
@@ -91,15 +93,15 @@ def test_experiment_looked_up_once_per_process_and_restored_after_deletion(
     client = MlflowClient(tracking_uri=sqlite_uri)
     exp_id = client.get_experiment_by_name("cached-id").experiment_id
     client.delete_experiment(exp_id)
-    with caplog.at_level(logging.WARNING, logger="sweep.tracking"):
+    with caplog.at_level(logging.WARNING, logger="sweep.record.tracking"):
         third = Tracker(settings).log_trial(jobs[2][1], jobs[2][0])
-    assert third and not [r for r in caplog.records if r.name == "sweep.tracking"]
+    assert third and not [r for r in caplog.records if r.name == "sweep.record.tracking"]
     assert client.get_experiment(exp_id).lifecycle_stage == "active"
     assert client.get_run(third).info.experiment_id == exp_id and len(lookups) == 2
 
 
 def test_plots_are_the_same_pngs_as_savefig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    docs = [doc for _, doc in make_sweep(tmp_path / "sweep")]
+    docs = [TrialResult.from_dict(doc) for _, doc in make_sweep(tmp_path / "sweep")]
 
     def digests(out: Path) -> list[str]:
         written = plots.trial_plots(docs[0], out / "trial") + plots.sweep_plots(docs, out / "sweep")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from result_docs import SECRET, make_result, make_sweep, read
 
-from sweep.tracking import Tracker
+from sweep.record.tracking import Tracker
 
 
 def _client(uri: str):
@@ -92,9 +92,9 @@ def test_unwritable_store_warns_once_and_keeps_the_result(tmp_path: Path, caplog
     bad = tmp_path / "not-a-dir"
     bad.write_text("")
     tracker = Tracker({"tracking_uri": f"sqlite:///{bad}/mlflow.db", "experiment": "x"})
-    with caplog.at_level(logging.WARNING, logger="sweep.tracking"):
+    with caplog.at_level(logging.WARNING, logger="sweep.record.tracking"):
         assert [tracker.log_trial(doc, job_dir, parent_run_id=None) for job_dir, doc in trials] == [None] * 3
-    assert len([r for r in caplog.records if r.name == "sweep.tracking"]) == 1
+    assert len([r for r in caplog.records if r.name == "sweep.record.tracking"]) == 1
     assert all(read(job_dir)["mlflow"]["synced"] is False for job_dir, _ in trials)
 
 
@@ -102,7 +102,7 @@ def test_relative_sweep_dir_is_the_launch_dirs(tmp_path: Path, sqlite_uri: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Hydra gives ``multirun/<date>/<time>`` relative to the launch dir; a job
     whose cwd is its own dir (hydra.job.chdir) must still find the same parent."""
-    import sweep.tracking as tracking
+    import sweep.record.tracking as tracking
 
     monkeypatch.chdir(tmp_path)
     rel = Path("multirun") / "2026-01-01" / "15-00-00"

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sweep.tracking import UI_VIEW_KEY
+from sweep.record.tracking import UI_VIEW_KEY
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

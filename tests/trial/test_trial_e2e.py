@@ -17,15 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from _support import free_port
+
 pytestmark = pytest.mark.slow
 
 FAST = ["workload=smoke", "server.sim.load_seconds=0.2", "mlflow.enabled=false"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sim_pids(port: int) -> list[int]:

@@ -1,0 +1,62 @@
+"""``python -m sweep.sync DIR``: upload the result files MLflow does not have yet.
+
+Idempotent: a second run creates no duplicate runs. The work is
+:func:`sweep.record.sync.sync_dir`; this module parses the arguments and
+prints one line per file.
+
+    python -m sweep.sync multirun/2026-01-01/12-00-00 [--tracking-uri URI] [--experiment NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweep.sync", description=(
+        "Upload result.json files that are not in MLflow yet (mlflow.synced false). "
+        "Idempotent: running it twice creates no duplicate runs."))
+    parser.add_argument("dir", type=Path, help="a results directory (multirun/..., outputs/...)")
+    parser.add_argument("--tracking-uri", help="default: the sweep's recorded URI, else the config's, "
+                        "else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory")
+    parser.add_argument("--experiment", help="default: the sweep's / config's (specsweep)")
+    parser.add_argument("--include-running", action="store_true",
+                        help="also upload results still marked running (as KILLED runs)")
+    args = parser.parse_args(argv)
+    from rich.console import Console
+
+    from sweep import secrets
+    from sweep.record.sync import sync_dir
+
+    secrets.install_log_masking()
+    console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per file, never wrapped
+    if not args.dir.is_dir():
+        console.print(f"[red]error[/red]: {args.dir}: not a directory")
+        return 2
+    with console.status("syncing results to MLflow ...") as status:
+        report = sync_dir(args.dir, tracking_uri=args.tracking_uri, experiment=args.experiment,
+                          include_running=args.include_running,
+                          progress=lambda p: status.update(f"syncing {p} ..."))
+    for path, run_id in report.uploaded:
+        console.print(f"[green]uploaded[/green] {path} -> run {run_id}")
+    for path, run_id in report.linked:
+        console.print(f"[cyan]linked[/cyan]   {path} -> existing run {run_id}")
+    for path, run_id in report.parents:
+        console.print(f"[green]parent[/green]   {path} -> run {run_id} (ended)")
+    for path, why in report.skipped:
+        console.print(f"[yellow]skipped[/yellow]  {path}: {why}")
+    for path, why in report.failed:
+        console.print(f"[red]failed[/red]   {path}: {secrets.mask_text(why)}")
+    console.print(f"{len(report.uploaded)} uploaded, {len(report.linked)} linked to existing runs, "
+                  f"{report.already} already in MLflow, "
+                  f"{len(report.skipped)} skipped, {len(report.failed)} failed")
+    if report.failed and any(isinstance(e, str) and "unreachable" in e for _, e in report.failed):
+        console.print("start the tracking server (or pass --tracking-uri) and run sync again")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
