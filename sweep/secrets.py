@@ -36,7 +36,7 @@ MASK = "***"
 # matched case-insensitively against the last dotted part, dashes as underscores.
 NAME_PATTERNS = ("*_KEY", "*_TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*",
                  "*CREDENTIAL*", "APIKEY", "TOKEN")
-MIN_VALUE_LEN = 4
+MIN_VALUE_LEN = 6  # a shorter value (a PIN, "test") would garble paths and logs if masked by value
 NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes", "no", MASK})
 
 _lock = threading.Lock()
