@@ -66,9 +66,9 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
     import launchers
     from sweep.bench import acceptance
     from sweep.bench.matrix import run_matrix
-    from sweep.config import from_omegaconf, replace
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf, replace
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     cfg = from_omegaconf(compose(["server=llamacpp", "workload=llamacpp_ci", f"server.port={_free_port()}",
                                   *overrides]))

@@ -6,12 +6,15 @@ import sys
 
 
 def main() -> None:
-    from sweep import plugins, preflight
-    from sweep._group_defaults import implied
+    from sweep import plugins, secrets
+    from sweep.compose import cmdline
 
-    sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu
+    secrets.install_log_masking()  # Hydra logs every job's overrides
+    from sweep.compose.group_defaults import implied
+
+    sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu ...
     plugins.register()
-    preflight.check(sys.argv[1:])
+    cmdline.check(sys.argv[1:])
     from sweep.app import task
 
     task()

@@ -173,7 +173,8 @@ def build_server(install: Mapping[str, Any], *, sdist: Path | None = None,
             shutil.copyfileobj(open(built, "rb"), tmp)
         os.chmod(tmp.name, 0o755)
         os.replace(tmp.name, exe)
-        write_json_atomic(root / MANIFEST, {"recipe": recipe_of(install), "source": sdist.name if sdist else str(source),
+        write_json_atomic(root / MANIFEST, {"recipe": recipe_of(install),
+                                            "source": sdist.name if sdist else str(source),
                                             "build_seconds": round(time.monotonic() - t0, 1)})
         shutil.rmtree(work / "src", ignore_errors=True)
         if not keep_build:

@@ -46,8 +46,8 @@ def resolve(engine: str, overrides: Sequence[str]) -> tuple[dict[str, Any], dict
     """(server.install, model) of the composed config, resolved."""
     from omegaconf import OmegaConf
 
-    import sweep.resolvers  # noqa: F401  (registers ${sweep.*})
-    from sweep.preflight import compose
+    import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*})
+    from sweep.compose.cmdline import compose
 
     cfg = compose([f"server={engine}", *overrides])
     install = cfg.server.get("install")

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from sweep._group_defaults import implied
-from sweep.config import from_omegaconf
+from sweep.compose.group_defaults import implied
+from sweep.compose.config import from_omegaconf
 from sweep.errors import ConfigError
-from sweep.preflight import compose
-from sweep.render import render
+from sweep.compose.cmdline import compose
+from sweep.compose.render import render
 
 
 def build(*overrides: str):

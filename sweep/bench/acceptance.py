@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 def declared(server_name: str) -> dict[str, Any]:
     """The ``acceptance`` block of a shipped server group (``conf/server/<name>.yaml``)."""
-    from sweep._shipped_conf import option
+    from sweep.compose.shipped import option
 
     return dict(option("server", server_name).get("acceptance") or {})
 

@@ -18,9 +18,9 @@ from sweep.bench.client import RequestResult
 from sweep.bench.matrix import aggregate, run_matrix
 from sweep.bench.serverstats import metrics_delta, parse_prometheus
 from sweep.bench.sse import Stream
-from sweep.config import from_omegaconf
+from sweep.compose.config import from_omegaconf
 from sweep.errors import ConfigError
-from sweep.preflight import compose
+from sweep.compose.cmdline import compose
 
 LLAMA = declared("llamacpp")
 

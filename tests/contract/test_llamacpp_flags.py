@@ -41,9 +41,9 @@ KNOBS = {
 
 
 def rendered(spec: str, *extra: str):
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     return render(from_omegaconf(compose(["server=llamacpp", f"spec={spec}", *extra])))
 

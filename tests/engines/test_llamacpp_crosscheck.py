@@ -75,9 +75,9 @@ def test_llama_server_closes_after_every_stream_and_the_harness_copes(engine, tm
     the client sends such a request once more, counted, so back-to-back requests all succeed."""
     import launchers
     from sweep.bench.client import build_payload, make_client, stream_chat
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     sys.path.insert(0, str(ROOT / "tests"))
     import llamacpp_env
