@@ -45,9 +45,11 @@ class KeptServers:
     _server: Server | None
     _log_path: Path | None
     _info: dict[str, Any]
+    _mark: str | None
 
     if TYPE_CHECKING:
         def stop(self) -> None: ...
+        def _arm_reaper(self, mark: str | None, pgid: int | None, log_path: Path | None) -> None: ...
         def _note(self, what: str) -> None: ...
         def _health_paths(self, server: Server) -> tuple[str, ...]: ...
         def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle: ...
@@ -89,7 +91,10 @@ class KeptServers:
         self._launch, self._server = launch, server
         self._log_path = Path(kept.log_path)
         self._state_path = path
-        self._info = {}
+        self._mark, self._info = kept.mark, {}
+        # Ours now: if this run dies before it hands the server over again, the server goes
+        # (and stopping it below also sweeps what escaped its group).
+        self._arm_reaper(kept.mark, kept.pgid, self._log_path)
         why = ""
         if kept.fingerprint != launch.fingerprint or kept.base_url != server.base_url:
             why = (f"its launch changed (fingerprint {kept.fingerprint} -> {launch.fingerprint})"
@@ -119,7 +124,7 @@ class KeptServers:
         return self._handle(reused=True, startup_s=0.0)
 
     def _record_state(self, proc: subprocess.Popen[bytes], launch: Launch, server: Server,
-                      log_path: Path, keep: bool) -> None:
+                      log_path: Path, keep: bool, mark: str) -> None:
         """Describe the server we just spawned (best effort: a read-only home must not fail a trial)."""
         path = self._state_file(server)
         me, my_ticks = _state.own_identity()
@@ -128,7 +133,7 @@ class KeptServers:
             pgid=proc.pid, start_ticks=_state.start_ticks(proc.pid), boot_id=_state.boot_id(),
             fingerprint=launch.fingerprint, log_path=str(log_path.resolve()),
             command=launch.shell_line(redact=True), started=now_iso(), keep_server=keep,
-            owner_pid=me, owner_start_ticks=my_ticks)
+            owner_pid=me, owner_start_ticks=my_ticks, mark=mark)
         try:
             _state.write_state(path, state)
         except OSError as exc:

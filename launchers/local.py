@@ -54,6 +54,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -64,6 +65,7 @@ from launchers._local_kept import KeptServers
 from launchers._local_log import append_note, read_from, start_pump
 from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group_alive: public here
     FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, spawn, terminate_group)
+from launchers._reaper import MARK_ENV, Reaper
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, wait_ready
@@ -113,6 +115,8 @@ class LocalLauncher(KeptServers, ServerLauncher):
         self._server: Server | None = None
         self._log_path: Path | None = None
         self._info: dict[str, Any] = {}
+        self._mark: str | None = None  # SPECSWEEP_SERVER_MARK of the server's processes
+        self._reaper: Reaper | None = None  # stops the server if this process dies
 
     @staticmethod
     def _health_paths(server: Server) -> tuple[str, ...]:
@@ -129,6 +133,9 @@ class LocalLauncher(KeptServers, ServerLauncher):
                     and self._server.base_url == server.base_url):
                 if check_health(server.base_url, health_paths=self._health_paths(server),
                                 api_key=server.api_key):
+                    if self._proc is not None and (self._reaper is None or not self._reaper.alive()):
+                        # handed off at an earlier stop_all (keep_server): ours again now
+                        self._arm_reaper(self._mark, pgid_of(self._proc), self._log_path)
                     return self._handle(reused=True, startup_s=0.0)
                 self._note("reused server failed its health check: restarting")
             self.stop()
@@ -155,6 +162,9 @@ class LocalLauncher(KeptServers, ServerLauncher):
                 self._announced_pid = proc.pid
                 logger.warning("%s", line)
                 self._note(f"left running (keep_server); stop it with: kill -TERM -- -{pgid}")
+            if self._reaper is not None:  # handed over: this run's death no longer stops it
+                self._reaper.release()
+                self._reaper = None
             return line
 
     def log_mark(self) -> tuple[Path | None, int]:
@@ -188,6 +198,8 @@ class LocalLauncher(KeptServers, ServerLauncher):
                 return
             pgid = pgid_of(proc)
             grace = self._num("stop_grace_s", 30.0)
+            if self._reaper is not None:  # it knows the tree before the group's leader goes
+                self._reaper.snapshot()
             try:
                 terminate_group(proc, pgid, grace)
             finally:
@@ -200,6 +212,7 @@ class LocalLauncher(KeptServers, ServerLauncher):
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             pass
+        self._disarm_reaper()  # what escaped the group (a setsid'd grandchild) goes too
         if self._pump_thread is not None:
             self._pump_thread.join(timeout=5.0)
             self._pump_thread = None
@@ -225,6 +238,27 @@ class LocalLauncher(KeptServers, ServerLauncher):
         """Append a marker line to the current server log."""
         append_note(self._log_path, what)
 
+    def _arm_reaper(self, mark: str | None, pgid: int | None, log_path: Path | None) -> None:
+        """Start the reaper that stops the server if this process dies (:mod:`launchers._reaper`).
+
+        ``pgid`` None: the server is about to be spawned (``watch`` follows).
+        """
+        self._disarm_reaper()
+        try:
+            self._reaper = Reaper.start(mark=mark, grace_s=self._num("reap_grace_s", 3.0),
+                                        log_path=log_path)
+        except OSError as exc:  # pragma: no cover - we just ran this interpreter
+            logger.warning("no reaper for the server (%s): if this process is killed, only "
+                           "PR_SET_PDEATHSIG stops it", exc)
+            return
+        if pgid is not None:
+            self._reaper.watch(pgid, _state.start_ticks(pgid))
+
+    def _disarm_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.stop(timeout=self._num("reap_grace_s", 3.0) + 10.0)
+            self._reaper = None
+
     def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle:
         assert self._launch is not None and self._server is not None and self._proc is not None
         return ServerHandle(base_url=self._server.base_url, fingerprint=self._launch.fingerprint,
@@ -237,7 +271,10 @@ class LocalLauncher(KeptServers, ServerLauncher):
         trial_dir.mkdir(parents=True, exist_ok=True)
         log_path = trial_dir / "server.log"
         keep = bool(self.settings.get("keep_server", False))
-        env = {**os.environ, **launch.env}
+        # The mark finds the server's processes wherever they go (its reaper, docs/ARCHITECTURE.md).
+        mark = uuid.uuid4().hex
+        env = {**os.environ, **launch.env, MARK_ENV: mark}
+        self._arm_reaper(mark, None, log_path)  # first: a death from here on is covered
         with open(log_path, "ab") as log:
             log.write(f"===== specsweep {now_iso()} start fingerprint={launch.fingerprint}: "
                       f"{launch.shell_line(redact=True)} =====\n".encode())
@@ -248,13 +285,16 @@ class LocalLauncher(KeptServers, ServerLauncher):
                 proc = spawn(launch.argv, env=env, pdeathsig=not keep,
                              stdout=subprocess.PIPE if launch.secrets else log)
             except OSError as exc:
+                self._disarm_reaper()
                 msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
                 log.write(f"specsweep: {msg}\n".encode())
                 raise LaunchFailure("crashed", msg, msg) from None
             # Owned from this line on: stop()/stop_all() can find it whatever happens next.
             self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
-            self._info = {}
-            self._record_state(proc, launch, server, log_path, keep)
+            self._mark, self._info = mark, {}
+            if self._reaper is not None:
+                self._reaper.watch(proc.pid, _state.start_ticks(proc.pid))
+            self._record_state(proc, launch, server, log_path, keep, mark)
             if launch.secrets:
                 self._pump_thread, self._pump_proc = start_pump(
                     proc, log_path, launch.secrets, launch.redact, outlive_us=keep)
