@@ -7,14 +7,20 @@ Why each mechanism is here:
   group, and Ctrl-C in the terminal (SIGINT to the *foreground* group) must
   not kill the server behind the trial's back -- the trial stops it itself,
   after recording an ``interrupted`` result.
-* **PR_SET_PDEATHSIG(SIGTERM)** (Linux, set in the child before exec): if the
-  controller is SIGKILLed no ``finally``/atexit runs; the kernel then sends
-  SIGTERM to the server so no 590 GB model stays resident on the GPUs.
-  Caveats: it fires when the *thread* that started the server exits (call
-  :meth:`LocalLauncher.ensure` from the main thread, as Hydra does), it only
-  reaches the direct child (SGLang ties its own children to it the same
-  way), and it is not set with ``launcher.keep_server=true`` (that server is
-  meant to outlive us).
+* **A reaper per server** (:mod:`launchers._reaper`): if the controller is
+  SIGKILLed no ``finally``/atexit runs, so a small process of its own, tied
+  to us by a pipe, stops the server's group and every process carrying its
+  ``SPECSWEEP_SERVER_MARK`` (SIGTERM, SIGINT, SIGKILL at
+  ``launcher.reap_grace_s``) so no 590 GB model stays resident on the GPUs.
+  It is started before the server, also sweeps what escaped the group at a
+  normal stop, and is told ``release`` when ``keep_server`` hands the server
+  over at a normal end (docs/ARCHITECTURE.md, "Lifecycle").
+* **PR_SET_PDEATHSIG(SIGTERM)** (Linux, set in the child before exec) on the
+  group leader as well: the kernel's own signal, the same instant. Alone it
+  was not enough: it fires when the *thread* that started the server exits,
+  it only reaches the direct child, and a server may ignore SIGTERM or wait
+  in uvicorn's "Waiting for background tasks to complete". Not set with
+  ``launcher.keep_server=true``.
 * **server.log in the trial dir**, appended, one redacted header line per
   start; when the launch carries secrets (``--api-key``), output goes through
   a redacting pump thread because SGLang prints its ``ServerArgs`` (key
@@ -32,9 +38,9 @@ Why each mechanism is here:
   pid now belongs to another process (different start time), is stale:
   removed, and nothing it names is ever signalled. A port held by anything
   else stays ``port_in_use``, and so does a server whose recorded owner (the
-  controller using it) is still running. An adopted server is not our child:
-  no PR_SET_PDEATHSIG ties it to us (if we are SIGKILLed it stays, and the
-  next run adopts it again) and its exit code is unknown.
+  controller using it) is still running. An adopted server is not our child
+  (its exit code is unknown); a new reaper ties it to us until we hand it
+  over again.
 * **Kept server with secrets**: the redacting pump must outlive us too (a
   pump thread would die with us and leave the server writing into a broken
   pipe), so it is a small process of its own, in its own session.

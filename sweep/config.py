@@ -238,7 +238,7 @@ def _server(node: Mapping[str, Any]) -> Server:
 def _launcher(node: Mapping[str, Any]) -> Launcher:
     p = "launcher"
     name = str(_get(node, p, "name"))
-    for key in ("ready_timeout_s", "stop_grace_s", "reap_grace_s"):
+    for key in ("ready_timeout_s", "stop_grace_s", "reap_grace_s", "remote_lease_s"):
         if key in node:
             _float(node, p, key, lo=0)
     for secret in ("password", "passphrase", "connect_kwargs"):
