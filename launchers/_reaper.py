@@ -401,8 +401,11 @@ def main(argv: list[str]) -> int:
         return 0
     why = {"died": "its controller died", "anchor": "the controller of its pool died",
            "sigterm": "the reaper got SIGTERM"}[verdict]
-    _note(log, f"{why}: stopped the server's {n} process(es) in {took:.1f} s ({killed} by "
-          f"SIGKILL at {grace:g} s)")
+    if n:
+        _note(log, f"{why}: stopped the server's {n} process(es) in {took:.1f} s ({killed} by "
+              f"SIGKILL at {grace:g} s)")
+    else:
+        _note(log, f"{why}: nothing of the server was left to stop")
     return 0
 
 

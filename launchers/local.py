@@ -200,7 +200,8 @@ class LocalLauncher(KeptServers, ServerLauncher):
         """
         with self._lock:
             proc = self._proc
-            if proc is None:
+            if proc is None:  # a Ctrl-C between spawn and bookkeeping: the reaper knows its mark
+                self._disarm_reaper()
                 return
             pgid = pgid_of(proc)
             grace = self._num("stop_grace_s", 30.0)
