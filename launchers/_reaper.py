@@ -1,46 +1,36 @@
 """A watchdog per started server: when its owner dies, the server dies too.
 
-Why a process of its own: ``PR_SET_PDEATHSIG`` (set on the server by
-:mod:`launchers._local_process`) only reaches the direct child, fires when
-the spawning *thread* ends, and sends a signal the server may take its time
-over or ignore -- uvicorn (the simulator, SGLang's HTTP server) waits in
-"Waiting for background tasks to complete", llama-server finishes in-flight
-work, a grandchild that called ``setsid`` never hears of it. Nothing inside
-a SIGKILLed controller runs, so the controller starts, for every server, a
-small stdlib-only process (``python -I -S _reaper.py``) in its own session
-(a Ctrl-C, or a kill of the controller's process group, does not reach it)
-that holds the read end of a pipe whose write end only the controller holds.
+Why a process of its own: nothing inside a SIGKILLed controller runs, and
+``PR_SET_PDEATHSIG`` (:mod:`launchers._local_process`) only reaches the group
+leader, fires when the spawning *thread* ends, and sends a signal a server
+may ignore or sit on (uvicorn's "Waiting for background tasks to complete",
+an engine finishing in-flight work); a ``setsid``'d grandchild never hears of
+it. So the controller starts, before every server, a small stdlib-only
+process (``python -I -S _reaper.py``) in its own session (a Ctrl-C or a kill
+of the controller's group does not reach it) holding the read end of a pipe
+whose write end only the controller holds. Lines on that pipe:
 
-Protocol on that pipe, one line each:
+* ``watch <pgid> <start ticks>``: the server's group (the leader's start time
+  proves it is the one spawned);
+* ``snapshot``: note every process of the server now, answer ``ok`` on
+  stdout (the owner asks right before it signals the group);
+* ``release``: a normal end hands the server over (``keep_server``): leave;
+* ``stop``: the owner stopped the server: stop what escaped the group, leave;
+* end of file without ``release``/``stop`` -- the owner died -- or a change of
+  the reaper's parent pid, or the death of an *anchor*
+  (``SPECSWEEP_REAP_WITH=pid:ticks,...``, which the host pool's controller
+  sets for its workers): reap.
 
-* ``watch <pgid> <start ticks>``: the server's process group (the leader's
-  start time proves the group is the one we spawned);
-* ``release``: a normal exit hands the server over (``keep_server``): the
-  reaper leaves without touching anything;
-* ``stop``: the owner stopped the server itself; the reaper only sweeps
-  what escaped the group (a setsid'd grandchild), then leaves;
-* end of file without ``release``/``stop``: the owner died (SIGKILL, OOM
-  killer, a crash of the interpreter) -- reap. So is a change of the
-  reaper's parent pid (a forked copy of the owner may keep the pipe open)
-  and the death of an *anchor*: ``SPECSWEEP_REAP_WITH=pid:ticks,...`` in
-  the environment names further processes (the host pool's controller sets
-  itself for its workers) whose death means the same.
-
-Reaping: SIGTERM (and SIGCONT, for a stopped member) to every process of the
-server, SIGINT at half the grace (uvicorn's "second Ctrl-C" quits without
-waiting for connections), SIGKILL at ``--grace`` seconds, repeated until
-nothing is left. "The server" is: the process group while it has been
-continuously non-empty since ``watch`` (a group that emptied once may be a
-recycled id later and is never signalled again), every process whose
-environment carries ``SPECSWEEP_SERVER_MARK=<mark>`` (the launcher sets it
-for the server; descendants inherit it, whatever session they move to), and
-every descendant of those. What escapes all three -- a descendant that
-leaves the group, clears its environment *and* outlives its parent -- is
-out of reach; see docs/ARCHITECTURE.md. Without ``/proc`` (not Linux) only
-the group is reaped.
-
-The reaper appends one marker line to the server log when it signalled
-anything, so the log says why the server stopped.
+Reaping: SIGTERM (+ SIGCONT for a stopped member), SIGINT at half the grace
+(uvicorn's "second Ctrl-C"), SIGKILL at ``--grace`` s, rescanning until
+nothing is left. "The server" is: its group while it has never been empty
+(an id that emptied may be recycled and is never signalled again); every
+process whose environment carries ``SPECSWEEP_SERVER_MARK=<mark>`` (set by
+the launcher, inherited whatever session a descendant moves to); every
+descendant of those; every process noted earlier by (pid, start time) --
+every ``SNAPSHOT_S`` and on ``snapshot``. Without ``/proc`` only the group.
+One line in the server log says why and how long it took. Limits:
+docs/ARCHITECTURE.md ("Lifecycle").
 """
 
 from __future__ import annotations
