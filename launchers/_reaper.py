@@ -294,7 +294,11 @@ def reap(watch: _Watch, grace_s: float) -> tuple[int, int, float]:
     killed: set[int] = set()
     nudged = False
     while True:
-        pids = watch.scan() if has_proc else set()
+        if has_proc:
+            pids = watch.scan()
+        else:
+            watch.check_group()
+            pids = set()
         # With /proc, zombies do not count (an init that never reaps would keep them forever).
         done = not pids if has_proc else watch.pgid is None
         if done:

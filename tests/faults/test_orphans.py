@@ -12,7 +12,12 @@ process of that server remains. How long it really takes is measured by
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +36,7 @@ from faults.orphan_scenarios import (
     result,
     server_log,
 )
+from launchers import _reaper
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl")]
@@ -101,3 +107,52 @@ def test_pool_sigkilled_worker_leaves_no_server(tmp_path: Path) -> None:
     assert len(out.before) >= 4, out.before  # the stubborn server, its sim, two grandchildren
     assert out.reaped_s is not None, f"the killed worker's server outlived it: {out.left}"
     assert out.workers_after, "the other worker should run on"
+
+
+# --------------------------------------------------------------- the reaper's own rules
+
+
+@pytest.fixture
+def stranger() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process leading its own group, that no reaper may touch unless told it is ours."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_group_named_with_the_wrong_start_time_is_never_signalled(
+        stranger: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    """A recycled pid (same number, other start time) is not the server: its owner's death
+    must not make the reaper kill it."""
+    ticks = _reaper.start_ticks(stranger.pid)
+    assert ticks is not None
+    reaper = _reaper.Reaper.start(mark=None, grace_s=0.5, log_path=tmp_path / "server.log")
+    reaper.watch(stranger.pid, ticks + 1)
+    os.close(reaper._fd)  # end of file without a word: what the reaper sees when we die
+    reaper._fd = None
+    assert reaper.proc.wait(timeout=30) == 0
+    assert stranger.poll() is None
+    assert "nothing of the server was left to stop" in (tmp_path / "server.log").read_text()
+
+
+def test_without_proc_the_group_is_still_reaped(stranger: subprocess.Popen[bytes],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not Linux (no /proc): no mark, no start times -- the process group alone, SIGKILL at
+    the grace if SIGTERM is not enough."""
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda p: False if str(p) == "/proc/self" else real_isdir(p))
+    monkeypatch.setattr(_reaper, "_stat", lambda pid: None)
+    watch = _reaper._Watch(mark=None)
+    watch.set_group(stranger.pid, 0)
+    assert watch.pgid == stranger.pid
+    # its parent (this test, as init would be for a real orphan) reaps it once it exits
+    waiter = threading.Thread(target=stranger.wait, daemon=True)
+    waiter.start()
+    _, _, took = _reaper.reap(watch, 0.5)
+    waiter.join(timeout=10)
+    assert stranger.returncode == -signal.SIGTERM
+    assert watch.pgid is None and took < 30.0  # ended because the group was gone
