@@ -84,6 +84,12 @@ def anchor_spec(pid: int | None = None) -> str:
     return f"{pid}:{start_ticks(pid) or 0}"
 
 
+def reap_with_me() -> dict[str, str]:
+    """The environment entry that makes the reapers of a child's servers watch this process too
+    (added to what this process already carries)."""
+    return {ANCHORS_ENV: ",".join(a for a in (os.environ.get(ANCHORS_ENV), anchor_spec()) if a)}
+
+
 def parse_anchors(text: str) -> list[tuple[int, int | None]]:
     out = []
     for item in text.split(","):

@@ -34,7 +34,7 @@ from launchers.base import LaunchFailure
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
-    from sweep.render import Launch
+    from sweep.launch import Launch
 
 MAX_LOG_BYTES = 32 * 1024 * 1024
 
@@ -57,7 +57,10 @@ marked() {
 # TERM, wait $1 tenths of a second, KILL: the group (if it is ours) and every marked process.
 stop_ours() {
   g=; if running; then g=$pg; fi
-  sig() { [ -z "$g" ] || kill -s "$1" -- -"$g" 2>/dev/null; for p in $(marked); do kill -s "$1" "$p" 2>/dev/null; done; }
+  sig() {
+    [ -z "$g" ] || kill -s "$1" -- -"$g" 2>/dev/null
+    for p in $(marked); do kill -s "$1" "$p" 2>/dev/null; done
+  }
   left() { { [ -n "$g" ] && [ -n "$(members)" ]; } || [ -n "$(marked)" ]; }
   sig TERM
   i=0; while left && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); done

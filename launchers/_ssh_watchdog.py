@@ -42,6 +42,7 @@ from launchers._ssh_process import _FUNCS
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
+    from sweep.launch import LauncherSettings, SSHSettings
 
 log = logging.getLogger("launchers.ssh")
 
@@ -148,7 +149,7 @@ class Watchdog:
 class Guarded:
     """The watchdog side of :class:`launchers.ssh.SSHLauncher`, which provides the rest."""
 
-    settings: Any
+    settings: LauncherSettings
     _lock: Any
     _backend: Any
     _remote: Remote | None
@@ -156,7 +157,8 @@ class Guarded:
     _watchdog: Watchdog | None
 
     if TYPE_CHECKING:
-        def _num(self, key: str, default: float) -> float: ...
+        @property
+        def ssh(self) -> SSHSettings: ...
 
     def announce_kept(self) -> str | None:
         """``keep_server`` at a normal end: the server stays; its watchdog is told so.
@@ -167,8 +169,8 @@ class Guarded:
             if not self._owned or self._backend is None:
                 return None
             self._unguard(release=True)
-            line = (f"keep_server: {self._backend.describe()} on {self.settings.get('host')} "
-                    "stays up after this run; the next run with the same launch reuses it")
+            line = (f"keep_server: {self._backend.describe()} on {self.ssh.host} stays up after "
+                    "this run; the next run with the same launch reuses it")
             log.warning("%s", line)
             return line
 
@@ -181,12 +183,12 @@ class Guarded:
         assert self._remote is not None
         try:
             self._watchdog = Watchdog.arm(self._remote, self._backend.run_dir,
-                                          lease_s=self._num("remote_lease_s", 15.0),
-                                          grace_s=self._num("reap_grace_s", 3.0))
+                                          lease_s=self.ssh.remote_lease_s,
+                                          grace_s=self.settings.reap_grace_s)
         except Exception as exc:  # noqa: BLE001 - a protection, never a failed trial
             self._watchdog = None
             log.warning("no watchdog on %s (%s): if this controller is killed, the server keeps "
-                        "running until the next run", self.settings.get("host"), exc)
+                        "running until the next run", self.ssh.host, exc)
 
     def _unguard(self, *, release: bool = False) -> None:
         watchdog, self._watchdog = self._watchdog, None

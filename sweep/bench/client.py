@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from sweep import secrets
 from sweep.bench.sse import Stream, as_int, loads
 
 if TYPE_CHECKING:
@@ -218,7 +219,7 @@ async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
     if rec.detail:  # a server that echoes the key in an error body must not leak it into results
         key = client.headers.get("authorization", "").partition(" ")[2]
         if key:
-            rec.detail = rec.detail.replace(key, "***")
+            rec.detail = secrets.mask_text(rec.detail, {key})
     return rec
 
 

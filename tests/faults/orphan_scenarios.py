@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from _support import free_port, subprocess_env
+
 STUBBORN = str(Path(__file__).with_name("stubborn_server.py"))
 STAGE_TIMEOUT_S = 120.0  # generous: a loaded 2-core box
 TOKEN_ENV = "SPECSWEEP_ORPHAN_TEST"
@@ -41,15 +42,6 @@ TOKEN_ENV = "SPECSWEEP_ORPHAN_TEST"
 
 class ScenarioError(AssertionError):
     """The run did not get where the scenario needs it (with the controller's log)."""
-
-
-def free_port() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port != 30123:
-            return port
 
 
 def port_free(port: int) -> bool:
@@ -124,14 +116,6 @@ class Server:
                 pass
 
 
-def _env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")  # hydra_plugins/
-    e["PYTHONUNBUFFERED"] = "1"
-    e.pop("MLFLOW_TRACKING_URI", None)
-    return e
-
-
 @dataclass
 class Controller:
     """A ``python -m sweep`` process (its own session: signals reach it alone)."""
@@ -146,7 +130,7 @@ class Controller:
         log = workdir / "controller.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=workdir,
-                                    env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                                    env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         return cls(proc, log, server)
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _support import free_port
 
 from faults.orphan_scenarios import (
     STAGE_TIMEOUT_S,
@@ -28,7 +29,6 @@ from faults.orphan_scenarios import (
     Controller,
     Server,
     common,
-    free_port,
     kill_at_stage,
     kill_in_pool,
     logged,

@@ -8,8 +8,10 @@ silently, sshd killed with it) is documented in launchers/_ssh_watchdog.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -20,15 +22,16 @@ from typing import Any
 from launchers.local import group_alive
 
 CONTROLLER = r"""
-import json, sys, time
+import base64, json, pickle, sys, time
 from pathlib import Path
 import launchers
-from sweep.config import Launcher, from_omegaconf
-from sweep.preflight import compose
-from sweep.render import render
-settings, overrides, job, linger = json.loads(sys.argv[1])
+from sweep.compose.cmdline import compose
+from sweep.compose.config import from_omegaconf
+from sweep.compose.render import render
+settings = pickle.loads(base64.b64decode(sys.argv[1]))
+overrides, job, linger = json.loads(sys.argv[2])
 trial = from_omegaconf(compose(overrides))
-lau = launchers.get_launcher(Launcher(name="ssh", settings=settings))
+lau = launchers.get_launcher(settings)
 h = lau.ensure(render(trial), trial.server, Path(job))
 print(h.pid, flush=True)
 time.sleep(linger)
@@ -37,8 +40,9 @@ launchers.stop_all()  # a normal end, as the app's (keep_server: the server is h
 
 
 def _controller(settings: Any, overrides: list[str], job: Path, linger: float) -> tuple[subprocess.Popen[str], int]:
-    arg = json.dumps([dict(settings.settings), overrides, str(job), linger])
-    proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, arg], stdout=subprocess.PIPE,
+    typed = base64.b64encode(pickle.dumps(settings)).decode()  # the very settings the test built
+    arg = json.dumps([overrides, str(job), linger])
+    proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, typed, arg], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -79,7 +83,7 @@ def test_a_sigkilled_controller_stops_its_remote_server(ssh_cfg, trial, tmp_path
         proc.wait(timeout=10)
         # lease 1 s + grace 1 s, plus sshd noticing the closed connection: well within 15 s
         assert _gone_within(pgid, 15.0) is not None, "the remote server outlived its controller"
-        log = Path(settings.get("workdir")) / "run" / "server.log"
+        log = Path(settings.ssh.workdir) / "run" / "server.log"
         deadline = time.monotonic() + 10  # the watchdog notes it once it is done
         while "remote watchdog: the controller's SSH session ended" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()[-2000:]
@@ -103,7 +107,7 @@ def test_a_controller_that_reconnects_within_the_lease_keeps_its_server(
         assert lau.alive()  # reconnects and arms a new watchdog, which takes over
         time.sleep(8 + 1 + 2)  # past the old watchdog's lease and grace: it must have left
         assert group_alive(handle.pid)
-        assert "remote watchdog" not in (Path(settings.get("workdir")) / "run" / "server.log").read_text()
+        assert "remote watchdog" not in (Path(settings.ssh.workdir) / "run" / "server.log").read_text()
         lau.stop()
         assert not group_alive(handle.pid)
     finally:
