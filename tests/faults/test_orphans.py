@@ -156,3 +156,19 @@ def test_without_proc_the_group_is_still_reaped(stranger: subprocess.Popen[bytes
     waiter.join(timeout=10)
     assert stranger.returncode == -signal.SIGTERM
     assert watch.pgid is None and took < 30.0  # ended because the group was gone
+
+
+def test_the_reap_grace_and_the_remote_lease_are_bounded() -> None:
+    """The no-orphan bound is reap_grace_s + about 1 s: a value that defeats it is refused up front."""
+    from _support import launcher_settings
+
+    from sweep.errors import ConfigError
+
+    assert launcher_settings("local").reap_grace_s == 3.0
+    assert launcher_settings("ssh", host="box").ssh.remote_lease_s == 15.0
+    with pytest.raises(ConfigError, match=r"launcher\.reap_grace_s: must be <= 60"):
+        launcher_settings("local", reap_grace_s=1000)
+    with pytest.raises(ConfigError, match=r"launcher\.remote_lease_s: must be <= 3600"):
+        launcher_settings("ssh", host="box", remote_lease_s=86400)
+    with pytest.raises(ConfigError, match=r"launcher\.reap_grace_s"):
+        launcher_settings("local", reap_grace_s=-1)
