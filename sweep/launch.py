@@ -125,6 +125,8 @@ class SSHSettings:
     port_forward: bool
     preflight: bool
     min_free_gb: float
+    # process mode: how long the watchdog on the box waits for a controller to reconnect
+    remote_lease_s: float = 15.0
 
     @property
     def unit_name(self) -> str:
@@ -156,3 +158,6 @@ class LauncherSettings:
     log_tail_lines: int
     state_dir: str | None = None  # launcher=local: where kept servers are recorded
     ssh: SSHSettings | None = None  # launcher=ssh
+    # If the controller dies: SIGTERM, SIGINT at half, SIGKILL at this (launchers._reaper;
+    # ssh process mode: the watchdog on the box, launchers._ssh_watchdog)
+    reap_grace_s: float = 3.0
