@@ -3,6 +3,7 @@
 * :func:`spawn`: the server leads its own session (so the terminal's Ctrl-C
   does not reach it) and, unless it is kept, carries PR_SET_PDEATHSIG(SIGTERM)
   so the kernel stops it if the controller is SIGKILLed.
+* :func:`signals_deferred`: a Ctrl-C during a spawn is acted on after it, not lost.
 * :func:`terminate_group`: SIGTERM -> SIGINT (after ``FORCE_QUIT_AFTER_S``)
   -> SIGKILL (at the grace period) to the whole group.
 * :func:`group_alive`: zombie members count as gone.
@@ -18,8 +19,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from typing import IO, Any, Callable, Mapping, Sequence, Union
+from contextlib import contextmanager
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence, Union
 
 from launchers import _state
 
@@ -46,6 +49,48 @@ def _pdeathsig_preexec(parent_pid: int) -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
+
+
+_DEFERRED = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold Ctrl-C / SIGTERM / SIGHUP until the block ends, then act on them.
+
+    Why: a ``preexec_fn`` makes CPython run the ``os.register_at_fork``
+    hooks around the fork (logging registers one), and an exception a signal
+    handler raises inside such a hook is printed as "ignored" and dropped
+    (``PyErr_WriteUnraisable``). A Ctrl-C that lands while a server is being
+    spawned was lost that way: the trial went on as if nothing happened. So
+    the handlers are swapped for ones that only note the signal, and the
+    noted signals go to the original handlers once the spawn and its
+    bookkeeping are done (KeyboardInterrupt then starts from a known state).
+    Handlers can only be set from the main thread; elsewhere Python handlers
+    never run, so nothing is swallowed and nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    saved = {}
+    for name in _DEFERRED:
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        saved[sig] = signal.getsignal(sig)
+        signal.signal(sig, lambda signum, _frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(noted):
+            handler = saved.get(signum)
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], stdout: int | IO[bytes],

@@ -68,7 +68,7 @@ from launchers import _state
 from launchers._local_kept import KeptServers
 from launchers._local_log import append_note, read_from, start_pump
 from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group_alive: public here
-    FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, spawn, terminate_group)
+    FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, signals_deferred, spawn, terminate_group)
 from launchers._reaper import MARK_ENV, Reaper
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
@@ -297,20 +297,21 @@ class LocalLauncher(ServerLauncher):
             log.flush()
             start_offset = log.tell()
             t0 = time.monotonic()
-            try:
-                proc = spawn(launch.argv, env=env, pdeathsig=not keep,
-                             stdout=subprocess.PIPE if masked else log)
-            except OSError as exc:
-                self._disarm_reaper()
-                msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
-                log.write(f"specsweep: {msg}\n".encode())
-                raise LaunchFailure("crashed", msg, msg) from None
-            # Owned from this line on: stop()/stop_all() can find it whatever happens next.
-            self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
-            self._mark, self._info = mark, {}
-            if self._reaper is not None:
-                self._reaper.watch(proc.pid, _state.start_ticks(proc.pid))
-            self._kept.record(proc, launch, server, log_path, mark)
+            with signals_deferred():  # a Ctrl-C in the fork hooks is acted on below, not lost
+                try:
+                    proc = spawn(launch.argv, env=env, pdeathsig=not keep,
+                                 stdout=subprocess.PIPE if masked else log)
+                except OSError as exc:
+                    self._disarm_reaper()
+                    msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
+                    log.write(f"specsweep: {msg}\n".encode())
+                    raise LaunchFailure("crashed", msg, msg) from None
+                # Owned from this line on: stop()/stop_all() can find it whatever happens next.
+                self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
+                self._mark, self._info = mark, {}
+                if self._reaper is not None:
+                    self._reaper.watch(proc.pid, _state.start_ticks(proc.pid))
+                self._kept.record(proc, launch, server, log_path, mark)
             if masked:
                 self._pump_thread, self._pump_proc = start_pump(proc, log_path, masked, outlive_us=keep)
         try:
