@@ -19,7 +19,10 @@ from sweep.compose.hosts import LAUNCH_MODES, check_hosts
 from sweep.errors import ConfigError
 from sweep.launch import LauncherSettings, SSHSettings
 
-OBJECTIVE_METRICS = ("tok_s_c1", "tok_s_peak", "cell", "weighted_mean")
+OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")
+# Old metric names a config (objective.metric, hydra.sweeper.metrics) may still use, and
+# what they stand for: tok_s_c1 was the lowest measured concurrency's tok/s, c=1 or not.
+METRIC_ALIASES = {"tok_s_c1": "tok_s_lowc"}
 HOST_KEY_POLICIES = ("reject", "accept-new")
 SECRET_ENV = {"password": "SPECSWEEP_SSH_PASSWORD", "passphrase": "SPECSWEEP_SSH_PASSPHRASE",
               "connect_kwargs": "SPECSWEEP_SSH_PASSWORD"}
@@ -49,11 +52,16 @@ class Constraints:
 
 @dataclass(frozen=True, slots=True)
 class Objective:
-    metric: str  # one of OBJECTIVE_METRICS
+    metric: str  # one of OBJECTIVE_METRICS, as the config says it
     context: int | None
     concurrency: int | None
     weights: Mapping[str, float]
     constraints: Constraints
+
+    @property
+    def measure(self) -> str:
+        """The metric, old names (``tok_s_c1``) resolved (METRIC_ALIASES)."""
+        return METRIC_ALIASES.get(self.metric, self.metric)
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> Objective:
@@ -110,12 +118,22 @@ def mlflow(node: Mapping[str, Any]) -> Mlflow:
 class Results:
     search_dirs: tuple[str, ...] = field(default_factory=tuple)  # where baselines are looked up
     baseline_auto_run: bool = False  # run the spec=none baseline first when none exists
+    # A rerun grid (same hydra.sweep.dir): failed jobs run again too (interrupted ones always do)
+    rerun_failed: bool = False
+    # ... except, without rerun_failed, those that failed for these reasons (they would again)
+    deterministic_failures: tuple[str, ...] = ()
 
 
 def results(cfg: Mapping[str, Any]) -> Results:
+    resume = cfg.get("resume") or {}
+    if not isinstance(resume, Mapping):
+        raise ConfigError("resume", f"must be a mapping, got {resume!r}")
     return Results(search_dirs=str_tuple((cfg.get("results") or {}).get("search_dirs"),
                                          "results.search_dirs"),
-                   baseline_auto_run=bool_(cfg.get("baseline") or {}, "baseline", "auto_run"))
+                   baseline_auto_run=bool_(cfg.get("baseline") or {}, "baseline", "auto_run"),
+                   rerun_failed=bool_(resume, "resume", "rerun_failed"),
+                   deterministic_failures=str_tuple(resume.get("deterministic_failures"),
+                                                    "resume.deterministic_failures"))
 
 
 # --------------------------------------------------------------------------- launcher

@@ -133,7 +133,15 @@ class Acceptance(Record):
 class Metrics(Record):
     """Headline figures (sweep.score.metrics): what MLflow, the report and the sweeper compare."""
 
-    tok_s_c1: float | None = None
+    tok_s_lowc: float | None = field(default=None, metadata={
+        "doc": "output tok/s of the headline cell: the lowest measured concurrency "
+               "(headline_concurrency) at the shortest context (headline_context)"})
+    headline_concurrency: int | None = None
+    headline_context: int | None = None
+    tok_s_c1: float | None = field(default=None, metadata={
+        "doc": "output tok/s at concurrency 1: null when concurrency 1 was not measured (files "
+               "without tok_s_lowc wrote the lowest concurrency's tok/s here; "
+               "sweep.score.metrics.honest reads them right)"})
     tok_s_peak: float | None = None
     accept_len: float | None = None
     coding_pass_rate: float | None = None
@@ -151,7 +159,11 @@ class Baseline(Record):
     """The spec=none result the speedup is measured against."""
 
     result: str | None = None
-    tok_s_c1: float | None = None
+    tok_s_lowc: float | None = field(default=None, metadata={
+        "doc": "the baseline's headline tok/s (its lowest measured concurrency, as the trial's)"})
+    headline_concurrency: int | None = None
+    tok_s_c1: float | None = field(default=None, metadata={
+        "doc": "the baseline's tok/s at concurrency 1 (null when not measured)"})
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from sweep.record.result import Cell, TrialResult
-from sweep.score.metrics import ok_cells
+from sweep.score.metrics import honest, ok_cells
 
 Doc = TrialResult
 
@@ -47,6 +47,12 @@ def _concurrency_axis(ax: Any, cells: Sequence[Cell]) -> None:
     ax.set_xticks(levels, [str(x) for x in levels])
     ax.set_xlabel("concurrency")
     ax.grid(True, alpha=0.3)
+
+
+def _legend(ax: Any, size: str) -> None:
+    """A legend only where something is labelled (matplotlib warns "No artists with labels")."""
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=size)
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -76,7 +82,7 @@ def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
     per.set_ylabel("per-stream output tok/s")
     for ax in (agg, per):
         _concurrency_axis(ax, cells)
-        ax.legend(fontsize="small")
+        _legend(ax, "small")
     fig.suptitle(f"Throughput vs concurrency: {_title(doc)}")
     return _save(fig, path)
 
@@ -95,7 +101,7 @@ def latency_vs_concurrency(doc: Doc, path: Path) -> Path | None:
     itl.set_ylabel("ITL p50 (ms)")
     for ax in (ttft, itl):
         _concurrency_axis(ax, cells)
-        ax.legend(fontsize="small")
+        _legend(ax, "small")
     fig.suptitle(f"Latency vs concurrency: {_title(doc)}")
     return _save(fig, path)
 
@@ -108,7 +114,7 @@ def trial_plots(doc: Doc, out_dir: Path) -> list[Path]:
 
 
 def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
-    """tok_s_c1 and tok_s_peak against the draft budget, one line per
+    """tok_s_lowc (headline) and tok_s_peak against the draft budget, one line per
     hardware x topk x window; failed trials as red crosses on the x axis;
     spec=none baselines as dashed horizontal lines."""
     series: dict[str, list[tuple[float, Doc]]] = defaultdict(list)
@@ -125,11 +131,11 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
     if not series:
         return None
     fig, axes = _figure(2)
-    for ax, metric in zip(axes, ("tok_s_c1", "tok_s_peak")):
+    for ax, metric in zip(axes, ("tok_s_lowc", "tok_s_peak")):
         for label, points in sorted(series.items()):
             points.sort(key=lambda p: p[0])
-            ok = [(b, d.metrics.get(metric)) for b, d in points
-                  if d.ok and d.metrics.get(metric) is not None]
+            ok = [(b, honest(d).get(metric)) for b, d in points
+                  if d.ok and honest(d).get(metric) is not None]
             if ok:
                 ax.plot([b for b, _ in ok], [v for _, v in ok], marker="o", label=label)
             bad = [(b, d) for b, d in points if not d.ok]
@@ -139,7 +145,7 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
                 ax.annotate(str(reason), (b, 0), textcoords="offset points", xytext=(0, 8),
                             ha="center", fontsize="x-small", color="red")
         for base in baselines:
-            value = base.metrics.get(metric)
+            value = honest(base).get(metric)
             if value is not None:
                 ax.axhline(value, linestyle="--", color="gray", linewidth=1)
                 ax.annotate(f"baseline {base.trial.hardware}", (0, value),
@@ -152,7 +158,7 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
         ax.set_xlabel("draft budget (spec.budget)")
         ax.set_ylabel(f"{metric} (output tok/s)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small")
+        _legend(ax, "small")
     fig.suptitle("Throughput vs speculative budget / topk")
     return _save(fig, path)
 
@@ -191,7 +197,7 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
     ax.set_xlabel("per-stream output tok/s (user speed)")
     ax.set_ylabel("aggregate output tok/s (box throughput)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small")
+    _legend(ax, "x-small")
     fig.suptitle("Pareto: per-stream vs aggregate throughput, all trials and cells")
     return _save(fig, path)
 

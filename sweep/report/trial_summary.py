@@ -5,6 +5,7 @@ from __future__ import annotations
 from sweep.record.result import TrialResult
 from sweep.report._console import console as _console
 from sweep.report._console import fmt as _fmt
+from sweep.score.metrics import headline
 
 
 def _speedup(doc: TrialResult) -> str:
@@ -12,6 +13,10 @@ def _speedup(doc: TrialResult) -> str:
     if x is None:
         return "- (no spec=none baseline yet; baseline.auto_run=true runs one)"
     return f"{x:.2f}x"
+
+
+def _pair(p50: float | None, p99: float | None, nd: int = 1) -> str:
+    return f"{_fmt(p50, nd)} / {_fmt(p99, nd)}"
 
 
 def print_trial(doc: TrialResult) -> None:
@@ -31,15 +36,15 @@ def print_trial(doc: TrialResult) -> None:
             console.print("  " + line, style="dim", markup=False)
     if doc.cells:
         table = Table(title="throughput matrix", show_lines=False)
-        table.caption = "latencies: p50 in ms; accept: tokens per verify step"
+        table.caption = "latencies in ms, p50 / p99; accept: tokens per verify step"
         for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
                     "ITL", "TPOT", "accept"):
             table.add_column(col, justify="right")
         for c in doc.cells:
             table.add_row(str(c.context), str(c.concurrency), str(c.requests),
                           str(c.errors), _fmt(c.output_tok_s),
-                          _fmt(c.per_stream_tok_s), _fmt(c.ttft_ms_p50),
-                          _fmt(c.itl_ms_p50), _fmt(c.tpot_ms_p50, 2),
+                          _fmt(c.per_stream_tok_s), _pair(c.ttft_ms_p50, c.ttft_ms_p99, 0),
+                          _pair(c.itl_ms_p50, c.itl_ms_p99), _pair(c.tpot_ms_p50, c.tpot_ms_p99),
                           _fmt(c.accept_len, 2))
         console.print(table)
     coding = doc.coding
@@ -48,8 +53,9 @@ def print_trial(doc: TrialResult) -> None:
         console.print(f"coding: {coding.passed}/{coding.total} passed, "
                       f"mean {_fmt(coding.mean_tok_s)} tok/s  ({names})", markup=False)
     m = doc.metrics
+    head = headline(doc)
     console.print(
-        f"tok/s c1: {_fmt(m.tok_s_c1)}  peak: {_fmt(m.tok_s_peak)}  "
+        f"{head.label}: {_fmt(head.tok_s)}  peak: {_fmt(m.tok_s_peak)}  "
         f"accept len: {_fmt(doc.accept_len.requests, 2)} (log {_fmt(doc.accept_len.log, 2)})  "
         f"speedup vs AR: {_speedup(doc)}  "
         f"startup: {_fmt(m.startup_s)} s"

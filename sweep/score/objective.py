@@ -6,16 +6,21 @@ constraint value <= 0 is met; by default coding pass rate 1.0 and zero
 request errors, conf/config.yaml). The trial's return to the sweeper, the
 comparison table, the sweep summary and the MLflow parent run all ask
 :func:`feasible`.
+
+``objective.metric: tok_s_c1`` (the old default) is read as ``tok_s_lowc``,
+the lowest measured concurrency's tok/s, which is what it always measured;
+the sweeper's ``values`` carry the old name too, so a metric list that names
+it keeps working. Stored results say ``tok_s_c1`` only for concurrency 1.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sweep.compose.settings import OBJECTIVE_METRICS, Objective
+from sweep.compose.settings import METRIC_ALIASES, OBJECTIVE_METRICS, Objective
 from sweep.errors import ConfigError
 from sweep.record.result import Metrics, TrialResult
-from sweep.score.metrics import ok_cells
+from sweep.score.metrics import headline, honest, ok_cells
 
 INFEASIBLE = 1e9  # a constraint that could not be measured, as a finite number for Optuna
 
@@ -29,9 +34,20 @@ def objective_of(result: TrialResult) -> Objective:
         return Objective.from_mapping({})
 
 
+def metric_name(objective: Objective) -> str:
+    """What the objective measures, as a name (Optuna's metric name, a report's column)."""
+    if objective.measure == "cell":
+        return f"tok_s_ctx{objective.context}_c{objective.concurrency}"
+    if objective.measure == "weighted_mean":
+        return "tok_s_weighted_mean"
+    return objective.measure
+
+
 def objective_value(result: TrialResult, objective: Objective) -> float | None:
-    metric = objective.metric
-    if metric in ("tok_s_c1", "tok_s_peak"):
+    metric = objective.measure
+    if metric == "tok_s_lowc":
+        return headline(result).tok_s
+    if metric == "tok_s_peak":
         value = result.metrics.get(metric)
         return None if value is None else float(value)
     ok = ok_cells(result.cells)
@@ -80,8 +96,11 @@ def feasible(result: TrialResult, objective: Objective | None = None) -> bool:
 
 def trial_return(result: TrialResult, objective: Objective, result_path: str) -> dict[str, Any]:
     """What the task function hands back to Hydra's sweeper (docs/ARCHITECTURE.md)."""
+    values = honest(result).to_dict()
+    for old, new in METRIC_ALIASES.items():  # a sweeper's metric list may use the old name
+        values[old] = values.get(new)
     out: dict[str, Any] = {
-        "status": result.status, "values": result.metrics.to_dict(), "failure_reason":
+        "status": result.status, "values": values, "failure_reason":
         result.failure.reason if result.failure is not None else None,
         "result_path": result_path, "fingerprint": result.fingerprint,
         "mlflow_run_id": result.mlflow.run_id,

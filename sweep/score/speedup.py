@@ -1,12 +1,14 @@
 """The speedup over the autoregressive baseline: the baseline rule and the ratio, once.
 
 A baseline is an ``ok`` result with ``spec.algorithm == none`` on the same
-box and layout, the same model and the same workload matrix (so tok/s at
-concurrency 1 compares like with like) and the same simulated-ness (a
+box and layout, the same model and the same workload matrix (so the headline
+tok/s, at the lowest measured concurrency, compares like with like) and the
+same simulated-ness (a
 simulated baseline never vouches for a real box, nor the reverse). The trial
 looks one up among earlier result files (:func:`find`, the newest match);
 the comparison table pairs rows it already has (:func:`best_baseline`). Both
-use :func:`is_baseline_for` and :func:`speedup`.
+use :func:`is_baseline_for` and :func:`speedup`. Trials that share a
+:func:`baseline_key` are the ones a report may rank against each other.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, TypeVar
 
 from sweep.record.result import TrialResult, iter_results
+from sweep.score.metrics import headline
 
 _HW_KEYS = ("name", "tp", "ep", "dp")
 _WL_KEYS = ("contexts", "concurrency", "max_tokens")
@@ -44,7 +47,7 @@ def baseline_key(config: Mapping[str, Any], simulated: bool) -> tuple[Any, ...]:
 def is_baseline(result: TrialResult) -> bool:
     """An ok spec=none result with a headline number."""
     return (result.ok and result.spec_value("algorithm") == "none"
-            and result.metrics.tok_s_c1 is not None)
+            and headline(result).tok_s is not None)
 
 
 def is_baseline_for(baseline: TrialResult, config: Mapping[str, Any], simulated: bool) -> bool:
@@ -54,7 +57,8 @@ def is_baseline_for(baseline: TrialResult, config: Mapping[str, Any], simulated:
 
 
 def speedup(tok_s: float | None, baseline_tok_s: float | None) -> float | None:
-    """tok/s at concurrency 1 over the baseline's; None when either is unknown or zero."""
+    """Headline tok/s over the baseline's (same matrix, so the same concurrency);
+    None when either is unknown or zero."""
     if not tok_s or not baseline_tok_s:
         return None
     return float(tok_s) / float(baseline_tok_s)

@@ -23,7 +23,7 @@ def test_optuna_search_with_mlflow_runs(sweep_cli, tmp_path: Path):
                      f"hydra.sweep.dir={tmp_path}/sweep", f"mlflow.tracking_uri={tracking}",
                      mlflow=True)
     assert proc.returncode == 0, explain(proc)
-    study = optuna.load_study(study_name="cpu-draft-llamacpp_ci-tok_s_c1", storage=storage)
+    study = optuna.load_study(study_name="cpu-draft-llamacpp_ci-tok_s_lowc", storage=storage)
     trials = study.trials
     assert len(trials) == 3 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     assert trials[0].params == {"spec.budget": 4}  # the enqueued reference comes first

@@ -70,7 +70,10 @@ def test_single_trial_smoke_passes_coding_and_leaves_no_process(tmp_path: Path) 
     assert cell["output_tok_s"] > 0 and cell["accept_len"] > 1.5
     assert doc["server"]["reused"] is False and doc["server"]["startup_s"] > 0
     assert doc["fingerprint"] and doc["command"].startswith("env SGLANG_DDTREE_MAX_TOPK=4 ")
-    assert doc["metrics"]["tok_s_c1"] == cell["output_tok_s"]
+    # smoke measures concurrency 2 only: the headline says so, tok_s_c1 stays empty
+    assert doc["metrics"]["tok_s_lowc"] == cell["output_tok_s"] and doc["metrics"]["headline_concurrency"] == 2
+    assert doc["metrics"]["tok_s_c1"] is None
+    assert doc["trial"]["name"] == "b300-ddtree-b8-t4-w2048-smoke"
     assert doc["config"]["spec"]["budget"] == 8
     assert sim_pids(port) == []
 
