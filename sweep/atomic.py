@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 
 def now_iso() -> str:
@@ -32,13 +32,25 @@ def _default(obj: Any) -> Any:
 
 def write_atomic(path: Path, doc: Mapping[str, Any]) -> Path:
     """Write JSON so that a reader never sees a half-written file."""
+    def body(fh: IO[str]) -> None:
+        json.dump(doc, fh, indent=2, default=_default, allow_nan=False)
+        fh.write("\n")
+
+    return _write(path, ".json", body)
+
+
+def write_atomic_text(path: Path, text: str) -> Path:
+    """Write text (a report) the same way."""
+    return _write(path, Path(path).suffix, lambda fh: fh.write(text))
+
+
+def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=".json", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=2, default=_default, allow_nan=False)
-            fh.write("\n")
+            body(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

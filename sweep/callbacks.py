@@ -16,6 +16,7 @@ and rewrites those files with every secret masked (:mod:`sweep.secrets`).
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,59 @@ def mask_file(path: Path, red: secrets.Redactor) -> bool:
     return True
 
 
+def _grid_size(config: DictConfig) -> int | None:
+    """How many jobs Hydra's basic sweeper runs for this multirun (None: another sweeper)."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    if not target.endswith("BasicSweeper"):
+        return None
+    from sweep.compose.cmdline import expand
+
+    try:
+        return len(expand(list(config.hydra.overrides.task), multirun=True))
+    except Exception:  # noqa: BLE001 - a count is a nicety; Hydra reports bad overrides itself
+        return None
+
+
+def _sweep_name(config: DictConfig, red: secrets.Redactor) -> str:
+    """The parent run's name: what the sweep sweeps (grid overrides or study name) and when."""
+    from sweep.record.naming import sweep_name
+
+    study = None
+    if not str(OmegaConf.select(config, "hydra.sweeper._target_") or "").endswith("BasicSweeper"):
+        try:
+            study = OmegaConf.select(config, "hydra.sweeper.study_name")
+        except Exception:  # noqa: BLE001 - an unresolvable name: the overrides name the sweep
+            study = None
+    overrides = [red.text(o) for o in config.hydra.overrides.task]
+    return sweep_name(overrides, str(study) if study else None)
+
+
+def _drop_dry_run_dirs(job_dir: Path) -> None:
+    """A dry run leaves nothing behind: Hydra's job dir held only its own record."""
+    import shutil
+
+    hydra_dir = job_dir / ".hydra"
+    if hydra_dir.is_dir() and {p.name for p in hydra_dir.iterdir()} <= set(HYDRA_FILES):
+        shutil.rmtree(hydra_dir, ignore_errors=True)
+    for log in job_dir.glob("*.log"):
+        if log.is_file() and log.stat().st_size == 0:
+            log.unlink()
+    stop = Path.cwd().resolve()
+    for d in (job_dir, job_dir.parent, job_dir.parent.parent):  # time, date, outputs/ if empty
+        d = d.resolve()
+        if d == stop or d in stop.parents:
+            break
+        try:
+            d.rmdir()
+        except OSError:
+            break
+
+
 class SweepCallback(Callback):
     def __init__(self) -> None:
         self._open_parent: tuple[Any, Path] | None = None
+        self._progress: Any = None  # "[trial i/N] ... ETA" for a grid (Hydra's basic sweeper)
+        self._varying: set[str] = set()
 
     def _end_killed(self) -> None:
         """atexit: a multirun stopped by Ctrl-C never reaches on_multirun_end."""
@@ -102,11 +153,35 @@ class SweepCallback(Callback):
         for path in files:
             if path.is_file():
                 mask_file(path, red)
+        if self._progress is not None:
+            num = OmegaConf.select(config, "hydra.job.num")
+            self._progress.start(int(num or 0) + 1, self._what(list(hc.overrides.task), red))
+
+    def _what(self, overrides: list[str], red: secrets.Redactor) -> str:
+        """A job's overrides of the keys its grid varies (all of them if it varies none)."""
+        shown = [o for o in overrides if o.partition("=")[0].lstrip("+~") in self._varying] or overrides
+        return " ".join(red.text(o) for o in shown)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        if self._progress is not None:
+            ret = getattr(job_return, "_return_value", None)
+            self._progress.done(ran=not (isinstance(ret, dict) and ret.get("skipped")))
+        if config.get("dry_run"):
+            _drop_dry_run_dirs(Path(config.hydra.runtime.output_dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         settings = _settings(config)
         red = _secrets_of(config)
-        if not settings.enabled or config.get("dry_run"):
+        if config.get("dry_run"):
+            return
+        total = _grid_size(config)
+        if total is not None:
+            from sweep.record.naming import sweep_overrides
+            from sweep.report.progress import SweepProgress
+
+            self._progress = SweepProgress(total)
+            self._varying = set(sweep_overrides(list(config.hydra.overrides.task)))
+        if not settings.enabled:
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         self._open_parent = (settings, sweep_dir)
@@ -117,7 +192,7 @@ class SweepCallback(Callback):
             from sweep.record.tracking import Tracker
 
             overrides = [red.text(o) for o in config.hydra.overrides.task]
-            Tracker(settings).start_parent(sweep_dir, name=sweep_dir.name,
+            Tracker(settings).start_parent(sweep_dir, name=_sweep_name(config, red),
                                            params={"overrides": " ".join(overrides)[:5000]})
         except Exception as exc:  # noqa: BLE001 - tracking never stops a sweep
             log.warning("MLflow parent run not started: %s", exc)
@@ -129,15 +204,14 @@ class SweepCallback(Callback):
             launchers.stop_all()
         finally:
             sweep_dir = Path(config.hydra.sweep.dir)
+            self._progress = None
             if (sweep_dir / "multirun.yaml").is_file():
                 mask_file(sweep_dir / "multirun.yaml", _secrets_of(config))
-            if not config.get("dry_run"):
-                try:
-                    from sweep.report.sweep_summary import print_sweep
-
-                    print_sweep(sweep_dir)
-                except Exception as exc:  # noqa: BLE001
-                    log.warning("could not print the sweep summary: %s", exc)
+            if config.get("dry_run"):
+                (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
+                _drop_dry_run_dirs(sweep_dir)
+            else:
+                self._report(sweep_dir, config)
             settings = _settings(config)
             self._open_parent = None
             if settings.enabled and not config.get("dry_run"):
@@ -147,3 +221,26 @@ class SweepCallback(Callback):
                     Tracker(settings).end_parent(sweep_dir)
                 except Exception as exc:  # noqa: BLE001
                     log.warning("MLflow parent run not closed: %s", exc)
+
+    def _report(self, sweep_dir: Path, config: DictConfig) -> None:
+        """The sweep's table on the terminal and its HTML report in the sweep dir."""
+        from sweep.record.parent import read_parent_file
+
+        title = read_parent_file(sweep_dir).get("name") or _sweep_name(config, _secrets_of(config))
+        try:
+            from sweep.report.sweep_summary import print_sweep
+
+            print_sweep(sweep_dir, str(title))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not print the sweep summary: %s", exc)
+        try:
+            from sweep.record.result import iter_results
+            from sweep.report import html
+
+            found = sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))
+            if found:
+                path = html.write_report([d for _, d in found], sweep_dir / html.FILENAME, title=str(title),
+                                         sources=[str(p) for p, _ in found])
+                print(f"report: {path}", file=sys.stderr, flush=True)
+        except Exception as exc:  # noqa: BLE001 - a report bug never fails the sweep
+            log.warning("could not write the HTML report: %s", exc)

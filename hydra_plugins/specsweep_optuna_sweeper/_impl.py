@@ -147,8 +147,8 @@ def sampler_seed(settings: Settings, existing: int, salt: str | None = None) -> 
 
 
 def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
-               study_name: str, *, lock: Any = None,
-               salt: str | None = None) -> tuple[optuna.Study, str]:
+               study_name: str, *, lock: Any = None, salt: str | None = None,
+               objective_name: str | None = None) -> tuple[optuna.Study, str]:
     """Create or load the study, fail stale trials, install the (resume-offset) sampler.
 
     ``lock``: the study lock (creation and the stale check are serialized with the
@@ -172,9 +172,25 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     study.sampler = _sampler.build(settings.sampler, seed=sampler_seed(settings, existing, salt),
                                    n_objectives=len(settings.directions), space=space,
                                    deterministic=settings.deterministic)
-    if settings.metrics:
-        study.set_metric_names(settings.metrics)
+    names = settings.metrics or ([objective_name] if objective_name else None)
+    if names and study.metric_names != names:
+        study.set_metric_names(names)  # optuna-dashboard shows them, not "Objective 0"
     return study, shown
+
+
+def _objective_name(config: DictConfig) -> str | None:
+    """What the app's ``objective`` measures (``tok_s_lowc`` ...), for the study's metric name."""
+    node = OmegaConf.select(config, "objective")
+    if node is None:
+        return None
+    from sweep.compose.settings import Objective
+    from sweep.errors import ConfigError
+    from sweep.score.objective import metric_name
+
+    try:
+        return metric_name(Objective.from_mapping(OmegaConf.to_container(node, resolve=True)))  # type: ignore[arg-type]
+    except (ConfigError, OmegaConfBaseException):
+        return None
 
 
 class OptunaSweeperImpl:
@@ -263,7 +279,8 @@ class OptunaSweeperImpl:
             raise ValueError("hydra.sweeper.storage=memory: a host pool needs a storage every "
                              "worker process shares (null: a journal file in the sweep dir)")
         lock = _storage.study_lock(s.storage, sweep_dir, name)
-        study, shown = open_study(s, space, sweep_dir, name, lock=lock)
+        study, shown = open_study(s, space, sweep_dir, name, lock=lock,
+                                  objective_name=_objective_name(self.config))
         log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s",
                  name, shown, s.sampler.get("name"), s.directions, s.n_trials,
                  ", ".join(f"{k} {_space.describe(d)}" for k, d in space.distributions.items()))
@@ -284,7 +301,7 @@ class OptunaSweeperImpl:
             interrupted = exc
         best = _report.report(
             study, space, sweep_dir, storage_shown=shown,
-            metric_names=s.metrics or ["objective"],
+            metric_names=s.metrics or [_objective_name(self.config) or "objective"],
             groups=dict(self.config.hydra.runtime.choices or {}),
             config_name=str(self.config.hydra.job.config_name or "config"),
             contour=s.plots.get("contour"), make_plots=bool(s.plots.get("enabled", True)),

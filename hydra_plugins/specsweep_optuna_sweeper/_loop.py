@@ -49,6 +49,8 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.samplers import GridSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from sweep.report.progress import SweepProgress
+
 from . import _storage
 from ._result import INTERRUPTED, Outcome, failed
 from ._sampler import FailureAwareSampler
@@ -95,6 +97,7 @@ class _Job:
     trial: Trial
     params: dict[str, Any]
     prefix: str
+    index: int = 0  # 1-based place in the study's n_trials (progress)
     answered: FrozenTrial | None = None
     twin: FrozenTrial | None = None  # a RUNNING trial of another worker with the same config
 
@@ -131,6 +134,7 @@ class SearchLoop:
         self.label = label  # the host this loop's jobs run on (user attr "host")
         self.poll_interval = min(max(heartbeat_interval / 2, 0.2), 1.0)
         self.executed = 0  # jobs this loop actually ran (server starts)
+        self.progress = SweepProgress(n_trials)  # "[trial i/N] ... ETA" before each job it runs
         self._current: Trial | None = None
         self._last_wait: str | None = None
 
@@ -304,7 +308,7 @@ class SearchLoop:
         _storage.mark_owner(self.study._storage, trial._trial_id)
         twin = next((t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                      if t.number != trial.number and params_of(t) == params), None)
-        return _Job(trial, params, prefix, twin=twin)
+        return _Job(trial, params, prefix, index=done + 1, twin=twin)
 
     def _perform(self, job: _Job) -> FrozenTrial:
         if job.answered is not None:
@@ -320,6 +324,7 @@ class SearchLoop:
             if known is not None and known.number != trial.number:
                 return self._answer_repeat(trial, known, job.prefix)
         overrides = self.space.overrides(job.params) + self.extra_overrides(trial.number)
+        self.progress.start(job.index, f"trial {trial.number} {_fmt(job.params)}")
         with _storage.Heartbeat(self.study._storage, trial._trial_id, self.heartbeat_interval):
             try:
                 outcome = self.execute(trial.number, overrides)
@@ -328,6 +333,7 @@ class SearchLoop:
             except Exception as exc:  # execute() should not raise; never abort the study
                 log.exception("%s: the job raised", job.prefix)
                 outcome = failed("exception", f"{type(exc).__name__}: {exc}")
+        self.progress.done()
         self.executed += 1
         frozen = self._tell(trial, outcome)
         log.info("%s -> %s", job.prefix, _describe(frozen))

@@ -284,7 +284,8 @@ def _quiet_gc(young_threshold: int = 50_000) -> Iterator[None]:
 
 async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
-                      seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
+                      seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+                      on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
@@ -295,8 +296,9 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     prompts = PromptFactory(seed, namespace="matrix")
     out: list[CellResult] = []
     with _progress_bar(progress) as bar:
-        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}", total=workload.requests_for(conc),
-                              tok_s="") for ctx, conc in cells]
+        tasks = [bar.add_task(f"cell {i}/{len(cells)}  ctx {ctx:>6} x conc {conc:<4}",
+                              total=workload.requests_for(conc), tok_s="")
+                 for i, (ctx, conc) in enumerate(cells, 1)]
         async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=30.0) as admin:
             flush_state = "skipped"
             for (ctx, conc), task in zip(cells, tasks):
@@ -315,20 +317,27 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  {cell.errors} errors" if cell.errors else ""))
                 out.append(cell)
+                if on_cell is not None:
+                    on_cell(cell)
     return out
 
 
 def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
-               seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
+               seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+               on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
-    are counted per cell in ``errors`` / ``error_kinds``.
+    are counted per cell in ``errors`` / ``error_kinds``. ``on_cell`` is
+    called in the benchmark's thread right after each cell finishes, with
+    that cell (the object the returned list holds), before the next one
+    starts: the trial writes its result file there, so an interrupted matrix
+    keeps every finished cell. What it raises ends the matrix.
     """
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush, seed=seed,
-                                     request_extras=request_extras)
+                                     request_extras=request_extras, on_cell=on_cell)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 
@@ -366,11 +375,56 @@ class _NoBar:
         pass
 
 
+class _Lines:
+    """Progress when stderr is not a terminal (piped, logged, CI): one line per finished task.
+
+    Rich draws nothing live there and prints every bar at the end, so a log
+    stayed silent for the whole matrix; a line per cell, flushed as the cell
+    ends, streams instead. Tasks run one after another, so a task's time is
+    the time since the previous one ended.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: list[dict[str, Any]] = []
+        self._since = time.monotonic()
+
+    def __enter__(self) -> _Lines:
+        self._since = time.monotonic()
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, **fields: Any) -> int:
+        self._tasks.append({"description": description, "total": total, "done": 0,
+                            "printed": False, **fields})
+        return len(self._tasks) - 1
+
+    def advance(self, task: int, n: int = 1) -> None:
+        self._tasks[task]["done"] += n
+
+    def update(self, task: int, **fields: Any) -> None:
+        t = self._tasks[task]
+        t.update(fields)
+        if t["done"] >= t["total"] and not t["printed"]:
+            import sys
+
+            t["printed"] = True
+            now = time.monotonic()
+            print(f"{t['description'].rstrip()}: {t['done']}/{t['total']}  {t.get('tok_s', '')}"
+                  f"  ({now - self._since:.1f} s)", file=sys.stderr, flush=True)
+            self._since = now
+
+
 def _progress_bar(enabled: bool) -> Any:
-    """Rich progress on stderr: one task per cell, advanced per finished request."""
+    """Rich progress on stderr (one task per cell, advanced per finished request);
+    a line per finished cell instead when stderr is not a terminal."""
     if not enabled:
         return nullcontext(_NoBar())
     from rich.console import Console
+
+    if not Console(stderr=True).is_terminal:
+        return _Lines()
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 

@@ -13,6 +13,7 @@ class TrialContext:
     job_num: int = 0
     overrides: tuple[str, ...] = field(default_factory=tuple)
     original_cwd: Path = field(default_factory=Path.cwd)  # where the user launched from
+    varying: tuple[str, ...] = field(default_factory=tuple)  # keys the sweep varies (run names)
 
     @property
     def sweep_id(self) -> str | None:
@@ -32,11 +33,17 @@ def hydra_context() -> TrialContext:
         hc = HydraConfig.get()
     except (ImportError, ValueError):
         return TrialContext(job_dir=Path.cwd())
+    from sweep.record.naming import varying_keys
+
     multirun = hc.mode == RunMode.MULTIRUN
+    sweep_dir = Path(hc.sweep.dir) if multirun else None
+    if sweep_dir is not None and not sweep_dir.is_absolute():
+        sweep_dir = Path(hc.runtime.cwd) / sweep_dir
     return TrialContext(
         job_dir=Path(hc.runtime.output_dir),
-        sweep_dir=Path(hc.sweep.dir) if multirun else None,
+        sweep_dir=sweep_dir,
         job_num=int(getattr(hc.job, "num", 0) or 0) if multirun else 0,
         overrides=tuple(hc.overrides.task),
         original_cwd=Path(hc.runtime.cwd),
+        varying=varying_keys(sweep_dir),
     )

@@ -19,6 +19,7 @@ from typing import Any
 from sweep import secrets
 from sweep.compose.config import TrialConfig
 from sweep.launch import Launch
+from sweep.record.naming import trial_name
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
@@ -28,24 +29,12 @@ from sweep.trial.context import TrialContext, hydra_context
 log = logging.getLogger(__name__)
 
 
-def trial_name(cfg: TrialConfig) -> str:
-    """Readable run name, e.g. ``b300-ddtree-b8-t4-w2048``."""
-    s = cfg.spec
-    parts = [cfg.hardware.name, s.algorithm]
-    for prefix, value in (("b", s.budget), ("t", s.topk), ("w", s.window)):
-        if value is not None and s.algorithm != "none":
-            parts.append(f"{prefix}{value}")
-    if cfg.server.disable_cuda_graph:
-        parts.append("nocg")
-    return "-".join(parts)
-
-
 def _new_result(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> TrialResult:
     red = secrets.redactor(launch.secrets)
     return TrialResult(
         schema=SCHEMA, status="running", simulated=cfg.simulated,
         trial=TrialInfo(
-            name=trial_name(cfg), hardware=cfg.hardware.name, spec=cfg.spec.algorithm,
+            name=trial_name(cfg, ctx.varying, ctx.overrides), hardware=cfg.hardware.name, spec=cfg.spec.algorithm,
             job_dir=str(ctx.job_dir), sweep_id=ctx.sweep_id,
             sweep_dir=str(ctx.sweep_dir) if ctx.sweep_dir else None, job_num=ctx.job_num,
             overrides=[red.text(o) for o in ctx.overrides], started=_now(), finished=None),
@@ -90,7 +79,16 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         doc.coding = Coding.from_dict(run_coding_eval(base_url, wl, model_name, api_key=key,
                                                       request_extras=cfg.server.request_extras).to_dict())
         doc.write(path)
-    cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+
+    def cell_done(cell: Any) -> None:
+        """Each finished cell reaches result.json before the next begins (Ctrl-C keeps it)."""
+        acceptance.apply([cell], readers.request)
+        doc.cells.append(Cell.from_dict(cell.to_dict()))
+        _finish_metrics(cfg, doc)
+        doc.write(path)
+
+    cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras,
+                       on_cell=cell_done)
     from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
     # requests sent twice because the server closed a kept-alive connection unanswered
@@ -141,16 +139,18 @@ def _tail(text: str, n: int) -> str:
 def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -> None:
     from sweep.score import speedup
 
-    tok = doc.metrics.tok_s_c1
+    tok = doc.metrics.tok_s_lowc
     if cfg.spec.algorithm == "none":
         doc.speedup_vs_baseline = 1.0 if tok else None
         return
     found = speedup.find(doc.config, cfg.simulated, search_roots(cfg, ctx), exclude=path)
     if found and tok:
         bpath, bdoc = found
-        btok = bdoc.metrics.tok_s_c1
-        doc.baseline = Baseline(result=str(bpath), tok_s_c1=btok)
-        doc.speedup_vs_baseline = speedup.speedup(tok, btok)
+        head = score.headline(bdoc)
+        doc.baseline = Baseline(result=str(bpath), tok_s_lowc=head.tok_s,
+                                headline_concurrency=head.concurrency,
+                                tok_s_c1=head.tok_s if head.concurrency == 1 else None)
+        doc.speedup_vs_baseline = speedup.speedup(tok, head.tok_s)
 
 
 def _finish_metrics(cfg: TrialConfig, doc: TrialResult) -> None:
@@ -182,6 +182,11 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
     _remember_secrets(cfg, launch, ctx)
     path = ctx.job_dir / FILENAME
     doc = _new_result(cfg, launch, ctx)
+    if ctx.sweep_dir is not None:  # a rerun grid: this job may be done already
+        from sweep.trial.resume import earlier
+
+        if (reuse := earlier(path, doc, cfg.results)) is not None:
+            return _reused(cfg, reuse.doc, reuse.why, ctx, path)
     doc.write(path)
     launcher = None
     interrupted: BaseException | None = None
@@ -232,6 +237,19 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         raise interrupted
     _summary(doc)
     return trial_return(doc, cfg.objective, str(path))
+
+
+def _reused(cfg: TrialConfig, doc: TrialResult, why: str, ctx: TrialContext, path: Path) -> dict[str, Any]:
+    """A job of a rerun grid whose earlier result stands: said, counted, not run."""
+    from sweep.report._console import console
+
+    console().print(f"job {ctx.job_num} [bold]{doc.trial.name}[/bold]: skipped, {why} for the same "
+                    f"server fingerprint and workload: {path}", highlight=False)
+    if not doc.mlflow.synced:
+        _record(cfg, doc, ctx, path)
+    out = trial_return(doc, cfg.objective, str(path))
+    out["skipped"] = why
+    return out
 
 
 def _record(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -> None:

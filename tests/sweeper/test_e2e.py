@@ -24,7 +24,8 @@ def sweep_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Complet
 def test_info_plugins_lists_the_sweeper(tmp_path: Path) -> None:
     proc = sweep_cli("--info", "plugins", cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert "SpecsweepOptunaSweeper" in proc.stdout
+    sweepers = proc.stdout.split("Sweeper:")[1].split("Profiling")[0]
+    assert sweepers.count("SpecsweepOptunaSweeper") == 1  # found by the scan, not registered again
 
 
 def test_ready_made_space_is_what_optuna_searches(tmp_path: Path) -> None:
@@ -50,7 +51,8 @@ def test_search_on_the_simulator_end_to_end(tmp_path: Path) -> None:
         "hydra.sweeper.enqueue=[{spec.budget:8,spec.topk:4,spec.window:2048},"
         "{spec.budget:16,spec.topk:4,spec.window:2048}]", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    study = load(storage, "b300-ddtree-smoke-tok_s_c1")
+    study = load(storage, "b300-ddtree-smoke-tok_s_lowc")
+    assert study.metric_names == ["tok_s_lowc"]  # what optuna-dashboard shows, not "Objective 0"
     trials = study.trials
     assert len(trials) == 4 and all(t.state.is_finished() for t in trials)
     assert trials[0].state == TrialState.COMPLETE
@@ -65,3 +67,6 @@ def test_search_on_the_simulator_end_to_end(tmp_path: Path) -> None:
     assert "--speculative-ddtree-budget" in proc.stdout  # the best trial's server command
     best_yaml = (tmp_path / "sweep" / "best.yaml").read_text()
     assert "override workload: smoke" in best_yaml
+    # where the search stands (trial i of n_trials, with an ETA once one ran), and its report
+    assert "[trial 1/4] trial 0 spec.budget=8" in proc.stderr and "ETA" in proc.stderr, proc.stderr[-3000:]
+    assert (tmp_path / "sweep" / "report.html").is_file()
