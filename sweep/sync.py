@@ -4,7 +4,7 @@ Idempotent: a second run creates no duplicate runs. The work is
 :func:`sweep.record.sync.sync_dir`; this module parses the arguments and
 prints one line per file.
 
-    python -m sweep.sync multirun/2026-01-01/12-00-00 [--tracking-uri URI] [--experiment NAME]
+    python -m sweep.sync multirun/2026-01-01/12-00-00 [--tracking-uri URI | --recorded-uri] [--experiment NAME]
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Upload result.json files that are not in MLflow yet (mlflow.synced false). "
         "Idempotent: running it twice creates no duplicate runs."))
     parser.add_argument("dir", type=Path, help="a results directory (multirun/..., outputs/...)")
-    parser.add_argument("--tracking-uri", help="default: the sweep's recorded URI, else the config's, "
-                        "else $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this directory")
+    parser.add_argument("--tracking-uri", help="default: the current one: $MLFLOW_TRACKING_URI, "
+                        "else sqlite:///mlflow.db in this directory")
+    parser.add_argument("--recorded-uri", action="store_true",
+                        help="upload to the URI each sweep (or trial config) recorded instead")
     parser.add_argument("--experiment", help="default: the sweep's / config's (specsweep)")
     parser.add_argument("--include-running", action="store_true",
                         help="also upload results still marked running (as KILLED runs)")
@@ -38,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with console.status("syncing results to MLflow ...") as status:
         report = sync_dir(args.dir, tracking_uri=args.tracking_uri, experiment=args.experiment,
-                          include_running=args.include_running,
+                          include_running=args.include_running, recorded_uri=args.recorded_uri,
                           progress=lambda p: status.update(f"syncing {p} ..."))
     for path, run_id in report.uploaded:
         console.print(f"[green]uploaded[/green] {path} -> run {run_id}")

@@ -112,6 +112,8 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
         "server.reused": None if server is None or server.reused is None else str(bool(server.reused)).lower(),
         "overrides": " ".join(map(str, trial.overrides)),
         "specsweep.job_dir": trial.job_dir or str(job_dir),
+        "workload": doc.config_section("workload").get("name"),
+        **rounded_tags(doc),
     }
     optuna = doc.config_section("optuna")  # ++optuna.* from the search sweeper
     tags.update({f"optuna.{k}": optuna.get(k) for k in ("study_name", "trial_number")
@@ -122,10 +124,27 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
     return {k: v for k, v in tags.items() if v is not None and v != ""}
 
 
+# Headline metrics shown rounded in the shipped view (tags; the metrics keep full precision).
+ROUNDED = ("tok_s_lowc", "headline_concurrency", "tok_s_peak", "speedup_vs_baseline", "accept_len",
+           "coding_pass_rate", "ttft_ms_p50", "tpot_ms_p50", "usd_per_mtok")
+
+
+def rounded_tags(doc: TrialResult) -> dict[str, str]:
+    """``rounded.<metric>``: 4 significant figures, what the UI's trials view shows."""
+    from sweep.report.records import rounded
+    from sweep.score.metrics import honest
+
+    values = honest(doc).to_dict()
+    return {f"rounded.{k}": f"{rounded(float(v)):g}" for k in ROUNDED if (v := _number(values.get(k))) is not None}
+
+
 def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
-    """(key, value, step): headline metrics at step 0, the matrix as
-    ``tok_s.ctx<context>`` (and latency companions) with step = concurrency."""
-    out = [(k, v, 0) for k, raw in doc.metrics.to_dict().items() if (v := _number(raw)) is not None]
+    """(key, value, step): headline metrics at step 0 (old files read right:
+    ``tok_s_c1`` only for concurrency 1), the matrix as ``tok_s.ctx<context>``
+    (and latency companions) with step = concurrency."""
+    from sweep.score.metrics import honest
+
+    out = [(k, v, 0) for k, raw in honest(doc).to_dict().items() if (v := _number(raw)) is not None]
     for cell in doc.cells:
         if _number(cell.context) is None or _number(cell.concurrency) is None:
             continue
@@ -136,10 +155,13 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
 
 
 def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
-    """Columns for ``log_table`` (nested values as JSON text)."""
+    """Columns for ``log_table`` (nested values as JSON text, numbers rounded for reading;
+    result.json keeps them whole)."""
+    from sweep.report.records import rounded
+
     cells = [c.to_dict() for c in doc.cells]
     keys = list(dict.fromkeys(k for c in cells for k in c))
-    return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else c.get(k)
+    return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else rounded(c.get(k))
                 for c in cells] for k in keys}
 
 

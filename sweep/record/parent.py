@@ -41,6 +41,12 @@ class Tracker(Protocol):
 
 
 # -- the sweep's record file ---------------------------------------------------
+def sweep_id(sweep_dir: Path) -> str:
+    """``<date>/<time>``, as the trials record it (the bare time repeats across days)."""
+    sweep_dir = Path(sweep_dir).resolve()
+    return f"{sweep_dir.parent.name}/{sweep_dir.name}"
+
+
 def read_parent_file(sweep_dir: Path) -> dict[str, Any]:
     try:
         return dict(json.loads((Path(sweep_dir) / PARENT_FILE).read_text()))
@@ -69,8 +75,9 @@ def record_parent_start(tracker: Tracker, sweep_dir: Path, name: str, params: Ma
     """Written before MLflow is contacted: the intent survives MLflow being down."""
     with sweep_lock(sweep_dir):
         record = read_parent_file(sweep_dir)
+        # A resumed sweep (same dir) keeps the name its parent run was given.
         record.update({"tracking_uri": tracker.display_uri, "experiment": tracker.experiment,
-                       "sweep_id": Path(sweep_dir).name, "name": name,
+                       "sweep_id": sweep_id(sweep_dir), "name": record.get("name") or name,
                        "params": {str(k): v for k, v in dict(params or {}).items()},
                        "ended": False, "finalized": False, "status": "RUNNING"})
         record.setdefault("run_id", None)
@@ -83,6 +90,11 @@ def record_parent_end(sweep_dir: Path, status: str) -> None:
         record = read_parent_file(sweep_dir)
         record.update({"ended": True, "status": status if status in RUN_STATUSES else "FINISHED"})
         write_parent_file(sweep_dir, record)
+
+
+def record_name(sweep_dir: Path) -> str:
+    """The sweep's name as its parent run has it (the directory, before one was recorded)."""
+    return str(read_parent_file(sweep_dir).get("name") or Path(sweep_dir).name)
 
 
 # -- the parent run ------------------------------------------------------------------
@@ -102,7 +114,7 @@ def ensure_parent(tracker: Tracker, sweep_dir: Path) -> str:
         run_id = str(found.info.run_id) if found else _create_parent(tracker, sweep_dir, record)
         record.update({"run_id": run_id, "tracking_uri": tracker.display_uri,
                        "experiment": tracker.experiment})
-        record.setdefault("sweep_id", sweep_dir.name)
+        record.setdefault("sweep_id", sweep_id(sweep_dir))
         write_parent_file(sweep_dir, record)
         return run_id
 
@@ -116,7 +128,7 @@ def _active(client: Any, run_id: str) -> bool:
 
 def _create_parent(tracker: Tracker, sweep_dir: Path, record: Mapping[str, Any]) -> str:
     red = secrets.redactor(secrets.collect_secrets(record.get("params") or {}))
-    tags = {TAG_KIND: "sweep", TAG_SWEEP_KEY: sweep_key(sweep_dir), "sweep.id": sweep_dir.name,
+    tags = {TAG_KIND: "sweep", TAG_SWEEP_KEY: sweep_key(sweep_dir), "sweep.id": sweep_id(sweep_dir),
             "specsweep.sweep_dir": str(sweep_dir.resolve()), "git.sha": git_sha(),
             "mlflow.source.git.commit": git_sha()}
     run = tracker.create_run(run_name=str(record.get("name") or sweep_dir.name),
@@ -129,28 +141,44 @@ def _create_parent(tracker: Tracker, sweep_dir: Path, record: Mapping[str, Any])
 def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
     """Sweep-level plots, the trials table and summary metrics, then end the run."""
     from sweep.record.result import iter_results
-    from sweep.report import plots, table
+    from sweep.report import html, plots, table
+    from sweep.report.compare import build_groups
 
     sweep_dir = Path(sweep_dir)
     run_id = ensure_parent(tracker, sweep_dir)
     client, _ = tracker.connect()
-    docs = [doc for _, doc in sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))]
-    rows = table.rows_from_docs(docs)
-    best = table.best_feasible(rows)
-    metrics = {"trials": len(rows), "trials_ok": sum(r.status == "ok" for r in rows),
+    found = sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))
+    docs = [doc for _, doc in found]
+    groups = build_groups(docs, [str(p) for p, _ in found])
+    rows = [r for g in groups for r in g.rows]
+    metrics: dict[str, float] = {"trials": len(rows), "trials_ok": sum(r.status == "ok" for r in rows),
                "trials_failed": sum(r.status == "failed" for r in rows),
-               "trials_feasible": sum(r.feasible for r in rows)}
+               "trials_feasible": sum(r.feasible for r in rows), "groups": len(groups)}
+    # best.* of the largest group (a sweep is usually one group); every group's best as a tag
+    largest = max(groups, key=lambda g: len(g.rows), default=None)
+    best = largest.best if largest is not None else None
     if best is not None:
-        for key in ("tok_s_c1", "tok_s_peak", "speedup_vs_baseline"):
-            if (value := best.doc.metrics.get(key)) is not None:
+        for key, value in (("tok_s_lowc", best.head.tok_s), ("tok_s_peak", best.metrics.tok_s_peak),
+                           ("headline_concurrency", best.head.concurrency),
+                           ("speedup_vs_baseline", best.speedup)):
+            if value is not None:
                 metrics[f"best.{key}"] = value
         client.set_tag(run_id, "best.trial", best.name)
+    if len(groups) > 1:
+        client.set_tag(run_id, "best.trials", ", ".join(b.name for b in table.best_per_group(groups)))
     tracker.log_batch(run_id, metrics=[(k, float(v), 0) for k, v in metrics.items()])
     with tempfile.TemporaryDirectory(prefix="specsweep-parent-") as tmp:
-        if plots.sweep_plots(docs, Path(tmp) / "plots"):
+        plots.sweep_plots(docs, Path(tmp) / "plots")
+        report = sweep_dir / html.FILENAME
+        if not report.is_file() and docs:
+            html.write_report(docs, Path(tmp) / html.FILENAME, title=str(record_name(sweep_dir)),
+                              sources=[str(p) for p, _ in found])
+        if any(Path(tmp).iterdir()):
             client.log_artifacts(run_id, tmp)
+        if report.is_file():
+            client.log_artifact(run_id, str(report))
     if rows:
-        client.log_table(run_id, data=table.table_columns(rows), artifact_file="trials.json")
+        client.log_table(run_id, data=table.table_columns(groups), artifact_file="trials.json")
     record = read_parent_file(sweep_dir)
     client.set_terminated(run_id, status=record.get("status") if record.get("ended") else "FINISHED")
     with sweep_lock(sweep_dir):

@@ -14,13 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sweep.record._run_content import TAG_KIND
+from sweep.record._run_content import TAG_KIND, TAG_PARENT
 from sweep.record._tracking_uri import probe
+from sweep.record.naming import matches_sweep
 from sweep.record.result import FILENAME, TrialResult
 from sweep.record.tracking import Tracker
 
 _SECTIONS = {"spec": ("algorithm", "budget", "topk", "window"), "hardware": ("name", "tp", "ep", "dp"),
-             "model": ("name",), "workload": ("contexts", "concurrency", "max_tokens")}
+             "model": ("name",), "workload": ("name", "contexts", "concurrency", "max_tokens")}
 
 
 def _param(value: str | None) -> Any:
@@ -33,6 +34,11 @@ def _param(value: str | None) -> Any:
         return json.loads(value)
     except ValueError:
         return value
+
+
+def _quoted(value: str) -> str:
+    """A value inside MLflow's single-quoted filter strings."""
+    return str(value).replace("'", "\\'")
 
 
 def doc_from_run(run: Any) -> TrialResult:
@@ -74,11 +80,18 @@ def docs_from_mlflow(tracking_uri: str | None, experiment: str, *, sweep_id: str
     if exp is None:
         raise SystemExit(f"error: no experiment {experiment!r} at {tracker.display_uri}")
     filters = [f"tags.`{TAG_KIND}` = 'trial'"]
-    for tag, value in (("sweep.id", sweep_id), ("hardware", hardware), ("spec.algorithm", spec)):
+    for tag, value in (("hardware", hardware), ("spec.algorithm", spec)):
         if value:
-            filters.append(f"tags.`{tag}` = '{value}'")
-    runs = client.search_runs([exp.experiment_id], " and ".join(filters),
-                              order_by=["attributes.start_time ASC"], max_results=5000)
+            filters.append(f"tags.`{tag}` = '{_quoted(value)}'")
+    runs = list(client.search_runs([exp.experiment_id], " and ".join(filters),
+                                   order_by=["attributes.start_time ASC"], max_results=5000))
+    if sweep_id:
+        parents = {str(r.info.run_id) for r in client.search_runs(
+            [exp.experiment_id], f"tags.`{TAG_KIND}` = 'sweep'", max_results=5000)
+            if matches_sweep(sweep_id, r.data.tags.get("sweep.id"),
+                             {"name": r.info.run_name, "run_id": r.info.run_id})}
+        runs = [r for r in runs if r.data.tags.get(TAG_PARENT) in parents
+                or matches_sweep(sweep_id, r.data.tags.get("sweep.id"))]
     docs, sources = [], []
     for run in runs:
         doc = doc_from_run(run)

@@ -41,25 +41,29 @@ def _sweep_dir_of(path: Path, doc: TrialResult) -> Path | None:
 
 
 def _settings(doc: TrialResult, sweep_dir: Path | None, tracking_uri: str | None,
-              experiment: str | None) -> Mlflow:
-    """CLI flag > what the sweep recorded > the trial's config > MLflow's default."""
+              experiment: str | None, recorded_uri: bool = False) -> Mlflow:
+    """The URI: the CLI flag, else the current one ($MLFLOW_TRACKING_URI, else
+    sqlite:///mlflow.db here) -- the recorded one (the sweep's, the trial's config)
+    only with ``recorded_uri``: after an outage the recorded server may be the dead
+    one. The experiment: the flag > the sweep's > the config's > the default."""
     record = read_parent_file(sweep_dir) if sweep_dir else {}
     config = doc.config_section("mlflow")
+    recorded = (record.get("tracking_uri") or config.get("tracking_uri")) if recorded_uri else None
     return Mlflow.from_mapping({
-        "enabled": True,
-        "tracking_uri": tracking_uri or record.get("tracking_uri") or config.get("tracking_uri"),
+        "enabled": True, "tracking_uri": tracking_uri or recorded,
         "experiment": experiment or record.get("experiment") or config.get("experiment")})
 
 
 def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | None = None,
-             include_running: bool = False, progress: Callable[[Path], Any] | None = None) -> SyncReport:
+             include_running: bool = False, progress: Callable[[Path], Any] | None = None,
+             recorded_uri: bool = False) -> SyncReport:
     """Upload every unsynced result under ``root``; finish parents of ended sweeps."""
     out = SyncReport()
     trackers: dict[tuple[Any, Any], Tracker] = {}
     sweeps: dict[Path, tuple[Tracker, bool]] = {}
     for path, doc in sorted(iter_results(Path(root)), key=lambda p: str(p[0])):
         sweep_dir = _sweep_dir_of(path, doc)
-        settings = _settings(doc, sweep_dir, tracking_uri, experiment)
+        settings = _settings(doc, sweep_dir, tracking_uri, experiment, recorded_uri)
         tracker = trackers.setdefault((settings.tracking_uri, settings.experiment), Tracker(settings))
         if sweep_dir is not None and sweep_dir not in sweeps:
             sweeps[sweep_dir] = (tracker, (sweep_dir / PARENT_FILE).is_file())

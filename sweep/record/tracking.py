@@ -122,6 +122,8 @@ class Tracker:
             # Bound MLflow's retry loop (7 retries with exponential backoff by default).
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+        # log_table downloads an existing table first: no tqdm bars in a sweep's output.
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         from mlflow.tracking import MlflowClient
 
         from sweep.record import _sqlite_store
@@ -276,7 +278,11 @@ class Tracker:
         sweep_dir = self._dir(sweep_dir)
         _parent.record_parent_start(self, sweep_dir, name, params)
         try:
-            return _parent.ensure_parent(self, sweep_dir)
+            run_id = _parent.ensure_parent(self, sweep_dir)
+            client, _ = self.connect()
+            if client.get_run(run_id).info.status != "RUNNING":  # a resumed sweep: running again
+                client.update_run(run_id, status="RUNNING")
+            return run_id
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
             _warn_once(secrets.mask_text(f"{exc}; the sweep goes on with results on disk: "
                                          f"`python -m sweep.sync {sweep_dir}` uploads them later"))

@@ -1,12 +1,16 @@
-"""``python -m sweep.report``: compare trials in one table, the best feasible one marked.
+"""``python -m sweep.report``: compare trials like with like, as a table or an export.
 
 Rows come from MLflow (an experiment, optionally one sweep) or straight from
 the result files under a directory (``--dir``), so the report works with
-MLflow down too. The table is :mod:`sweep.report.table`'s, the MLflow reading
-:mod:`sweep.record.runs`'; this module only parses the arguments.
+MLflow down too. Trials are grouped and ranked by :mod:`sweep.report.compare`;
+``--format`` picks the rendering (a terminal table per group, CSV, JSON,
+Markdown, or the self-contained HTML report), ``-o`` a file to write it to.
+``--sweep-id`` takes what the UI shows: the parent run's name or id, the
+sweep's ``<date>/<time>``, ``<date> <time>`` or the bare time.
 
-    python -m sweep.report [--experiment specsweep] [--sweep-id ID] [--hardware b300]
-                           [--spec ddtree] [--plots DIR] [--tracking-uri URI] [--dir DIR]
+    python -m sweep.report [--dir DIR | --experiment NAME --tracking-uri URI]
+                           [--sweep-id ID] [--hardware b300] [--spec ddtree]
+                           [--format table|csv|json|md|html] [-o FILE] [--plots DIR]
 """
 
 from __future__ import annotations
@@ -16,49 +20,109 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+FORMATS = ("table", "csv", "json", "md", "html")
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sweep.report",
-                                     description="Compare trials: one table, best feasible marked.")
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sweep.report", description=(
+        "Compare trials: grouped by box x model x workload x objective, best feasible marked."))
     parser.add_argument("--experiment", help="default: the config's mlflow.experiment (specsweep)")
-    parser.add_argument("--sweep-id", help="only this sweep (its multirun dir name)")
+    parser.add_argument("--sweep-id", help="only this sweep: its MLflow parent run's name or id, "
+                        "<date>/<time>, '<date> <time>' or the bare time of its multirun dir")
     parser.add_argument("--hardware", help="only this box (hardware.name)")
     parser.add_argument("--spec", help="only this algorithm (spec.algorithm)")
-    parser.add_argument("--plots", type=Path, help="write PNG plots into this folder")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="table (terminal, default), csv, json, md (Markdown) or html (a report to share)")
+    parser.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    parser.add_argument("--plots", type=Path, help="also write PNG plots into this folder")
     parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     parser.add_argument("--dir", type=Path, help="read result.json files under DIR instead of MLflow")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _from_dir(args: argparse.Namespace) -> tuple[list, list[str], str]:
+    from sweep.record.naming import matches_sweep
+    from sweep.record.parent import read_parent_file
+    from sweep.report.table import docs_from_dir
+
+    if not args.dir.is_dir():
+        raise SystemExit(f"error: --dir {args.dir}: not a directory")
+    docs, sources = docs_from_dir(args.dir)
+    keep = []
+    for i, d in enumerate(docs):
+        if args.hardware is not None and d.trial.hardware != args.hardware:
+            continue
+        if args.spec is not None and str(d.trial.spec) != args.spec:
+            continue
+        if args.sweep_id is not None:
+            sweep_dir = Path(d.trial.sweep_dir) if d.trial.sweep_dir else Path(sources[i]).parent.parent
+            if not matches_sweep(args.sweep_id, d.trial.sweep_id, read_parent_file(sweep_dir)):
+                continue
+        keep.append(i)
+    title = str(args.dir)
+    if args.sweep_id:
+        title = _sweep_title(args.sweep_id, [Path(sources[i]) for i in keep]) or f"{args.dir}, sweep {args.sweep_id}"
+    return [docs[i] for i in keep], [sources[i] for i in keep], title
+
+
+def _sweep_title(sweep_id: str, paths: list[Path]) -> str | None:
+    from sweep.record.parent import read_parent_file
+
+    for p in paths:
+        name = read_parent_file(p.parent.parent).get("name")
+        if name:
+            return str(name)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
     from rich.console import Console
 
     from sweep import secrets
     from sweep.compose.settings import Mlflow
-    from sweep.report.table import docs_from_dir, render_table, rows_from_docs, write_plots
+    from sweep.report import export, html
+    from sweep.report.compare import all_rows, build_groups
+    from sweep.report.table import print_groups, write_plots
 
     secrets.install_log_masking()
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped or logged: wide enough for every column
-        console = Console(highlight=False, width=160)
+    err = Console(stderr=True, highlight=False)
     if args.dir is not None:
-        docs, sources = docs_from_dir(args.dir)
-        keep = [i for i, d in enumerate(docs) if all(want is None or str(have) == want for want, have in (
-            (args.sweep_id, d.trial.sweep_id), (args.hardware, d.trial.hardware), (args.spec, d.trial.spec)))]
-        docs, sources = [docs[i] for i in keep], [sources[i] for i in keep]
-        title = f"trials under {args.dir}"
+        docs, sources, title = _from_dir(args)
     else:
         from sweep.record.runs import docs_from_mlflow
 
         experiment = args.experiment or Mlflow.from_mapping({}).experiment
         docs, sources = docs_from_mlflow(args.tracking_uri, experiment, sweep_id=args.sweep_id,
-                                         hardware=args.hardware, spec=args.spec, full=bool(args.plots))
+                                         hardware=args.hardware, spec=args.spec,
+                                         full=bool(args.plots) or args.format in ("json", "html"))
         title = f"experiment {experiment}" + (f", sweep {args.sweep_id}" if args.sweep_id else "")
-    rows = rows_from_docs(docs, sources)
-    if not rows:
-        console.print(f"no trials found ({title})")
+    if not docs:
+        err.print(f"no trials found ({title})")
         return 1
-    console.print(render_table(rows, title))
+    groups = build_groups(docs, sources)
+    if args.format == "table":
+        out = Console(highlight=False, file=open(args.output, "w") if args.output else None,  # noqa: SIM115
+                      width=200 if args.output else None)
+        if not out.is_terminal and args.output is None:
+            out = Console(highlight=False, width=200)  # piped or logged: wide enough for every column
+        print_groups(out, groups, title)
+        if args.output:
+            out.file.close()
+    else:
+        text = {"csv": lambda: export.to_csv(groups), "json": lambda: export.to_json(groups, title),
+                "md": lambda: export.to_markdown(groups, title),
+                "html": lambda: html.render(docs, title=title, sources=sources)}[args.format]()
+        if args.output:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(text)
+        else:
+            sys.stdout.write(text)
+    if args.output:
+        err.print(f"{args.format}: {args.output}")
     if args.plots:
-        for path in write_plots(rows, args.plots):
-            console.print(f"plot: {path}")
+        for path in write_plots(all_rows(groups), args.plots):
+            err.print(f"plot: {path}")
     return 0
 
 

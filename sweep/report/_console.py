@@ -8,12 +8,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def console() -> Console:
-    """stderr console; 120 columns when not a terminal (logs, CI) so tables stay readable."""
+def console(width: int = 120) -> Console:
+    """stderr console; ``width`` columns when not a terminal (logs, CI) so tables stay readable."""
     from rich.console import Console
 
     out = Console(stderr=True)
-    return out if out.is_terminal else Console(stderr=True, width=120)
+    return out if out.is_terminal else Console(stderr=True, width=width)
 
 
 def fmt(x: Any, nd: int = 1) -> str:

@@ -39,6 +39,11 @@ def _check_issue_sweep(url: str, experiment: str) -> None:
     assert [c.data.tags["failure.reason"] for c in failed] == ["cuda_graph", "cuda_graph"]
     ok = [c for c in children if c.info.status == "FINISHED"]
     assert len(ok) == 1 and ok[0].data.metrics["tok_s_c1"] > 0
+    # the view's columns: the workload, and headline values rounded in tags (metrics stay whole)
+    tags, metrics = ok[0].data.tags, ok[0].data.metrics
+    assert tags["workload"] == "smoke" and metrics["headline_concurrency"] == 1
+    assert metrics["tok_s_lowc"] == metrics["tok_s_c1"] and tags["rounded.tok_s_lowc"] == f"{metrics['tok_s_lowc']:.4g}"
+    assert tags["rounded.accept_len"] == f"{metrics['accept_len']:.4g}" and len(tags["rounded.accept_len"]) <= 5
     history = MlflowClient(tracking_uri=url).get_metric_history(ok[0].info.run_id, "tok_s.ctx60")
     assert sorted(m.step for m in history) == [1, 2, 4]
     assert parents[0].info.status == "FINISHED"
@@ -74,12 +79,15 @@ def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, t
     record = json.loads((sweep_dir / "mlflow_parent.json").read_text())
     assert record["run_id"] is None and record["ended"] is True
 
-    # Sync while the server is still down: nothing uploaded, exit 1, files untouched.
-    assert sync.main([str(root)]) == 1
+    # Sync to the URI the sweep recorded, still down: nothing uploaded, exit 1, files untouched.
+    assert sync.main([str(root), "--recorded-uri"]) == 1
     assert all(read(job_dir)["mlflow"]["synced"] is False for job_dir, _ in trials)
 
-    # The server is reachable now (here: another URI); upload exactly once.
-    assert sync.main([str(root), "--tracking-uri", mlflow_server]) == 0
+    # The server is reachable now (here: another URI, the current one); sync goes there by
+    # default, not to the dead recorded one, and uploads exactly once.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    assert sync.main([str(root)]) == 0
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
     _check_issue_sweep(mlflow_server, "down-sync")
     ids = {r.info.run_id for r in _runs(mlflow_server, "down-sync")}
     for job_dir, _ in trials:

@@ -1,0 +1,214 @@
+"""What a comparison compares: rows grouped like with like, ranked within each group only.
+
+Why: a report that ranks a ``workload=smoke`` trial against ``workload=seed``
+ones, or divides by a baseline measured on another workload, gives wrong
+answers. Trials are grouped by what makes their numbers comparable -- box and
+layout, model, workload matrix, simulated or real (the key the baseline rule
+matches on, :func:`sweep.score.speedup.baseline_key`) -- and by objective.
+Within a group rows are ranked by the group's objective, the best feasible
+one is marked, and a speedup is computed only against a baseline of the same
+group (the one rule in :mod:`sweep.score.speedup`). Every format (terminal
+table, CSV, JSON, Markdown, HTML) renders these groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from sweep import secrets
+from sweep.compose.settings import Objective
+from sweep.record.result import Metrics, TrialResult
+from sweep.score import objective as score_objective
+from sweep.score import speedup as score_speedup
+from sweep.score.metrics import Headline, headline, honest
+
+STATUS_ORDER = {"ok": 0, "pruned": 1, "interrupted": 2, "running": 3, "failed": 4}
+
+
+@dataclass
+class Row:
+    doc: TrialResult
+    source: str
+    head: Headline
+    objective: Objective
+    objective_value: float | None
+    feasible: bool
+    metrics: Metrics  # honest metrics (old files read right)
+    speedup: float | None = None
+    speedup_from_table: bool = False
+    baseline_name: str | None = None
+    rank: int | None = None  # 1 = best feasible of its group
+
+    @property
+    def name(self) -> str:
+        return self.doc.trial.name
+
+    @property
+    def hardware(self) -> str:
+        return self.doc.trial.hardware
+
+    @property
+    def spec(self) -> str:
+        spec = self.doc.trial.spec
+        return str(spec if spec != "?" else self.doc.spec_value("algorithm") or "?")
+
+    @property
+    def budget(self) -> Any:
+        return self.doc.spec_value("budget")
+
+    @property
+    def topk(self) -> Any:
+        return self.doc.spec_value("topk")
+
+    @property
+    def window(self) -> Any:
+        return self.doc.spec_value("window")
+
+    @property
+    def status(self) -> str:
+        return str(self.doc.status)
+
+    @property
+    def reason(self) -> str | None:
+        return self.doc.reason
+
+    @property
+    def status_text(self) -> str:
+        """``failed: cuda_graph``, ``interrupted`` (a reason that repeats the status is said once)."""
+        return self.status + (f": {self.reason}" if self.reason and self.reason != self.status else "")
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.doc.simulated)
+
+    @property
+    def sweep_id(self) -> str | None:
+        return self.doc.trial.sweep_id
+
+    @property
+    def workload(self) -> str:
+        return str(self.doc.config_section("workload").get("name") or "?")
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.spec == "none"
+
+
+@dataclass
+class Group:
+    key: tuple[Any, ...]
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def first(self) -> TrialResult:
+        return self.rows[0].doc
+
+    @property
+    def best(self) -> Row | None:
+        return next((r for r in self.rows if r.rank == 1), None)
+
+    @property
+    def objective_name(self) -> str:
+        return score_objective.metric_name(self.rows[0].objective)
+
+    @property
+    def headline_label(self) -> str:
+        """``tok/s c2`` when every row has the same headline concurrency."""
+        levels = {r.head.concurrency for r in self.rows if r.head.concurrency is not None}
+        return f"tok/s c{levels.pop()}" if len(levels) == 1 else "tok/s low c"
+
+    @property
+    def hardware_label(self) -> str:
+        hw = self.first.config_section("hardware")
+        layout = " ".join(f"{k}{hw[k]}" for k in ("tp", "ep", "dp") if hw.get(k) not in (None, 1))
+        return f"{hw.get('name') or self.first.trial.hardware}" + (f" ({layout})" if layout else "")
+
+    @property
+    def model_label(self) -> str:
+        return str(self.first.config_section("model").get("name") or "?")
+
+    @property
+    def workload_label(self) -> str:
+        wl = self.first.config_section("workload")
+        names = sorted({r.workload for r in self.rows})
+
+        def listed(key: str) -> str:
+            values = wl.get(key)
+            return ",".join(str(v) for v in values) if isinstance(values, list) else str(values)
+
+        matrix = (f"ctx {listed('contexts')} x conc {listed('concurrency')}, "
+                  f"{wl.get('max_tokens')} new tokens")
+        return f"{'/'.join(names)} ({matrix})"
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.first.simulated)
+
+    @property
+    def label(self) -> str:
+        return (f"{self.hardware_label} · {self.model_label} · workload {self.workload_label} · "
+                f"objective {self.objective_name}" + (" · simulated" if self.simulated else ""))
+
+
+def _row(doc: TrialResult, source: str) -> Row:
+    objective = score_objective.objective_of(doc)
+    return Row(doc=doc, source=source, head=headline(doc), objective=objective,
+               objective_value=score_objective.objective_value(doc, objective) if doc.ok else None,
+               feasible=score_objective.feasible(doc, objective), metrics=honest(doc))
+
+
+def group_key(doc: TrialResult) -> tuple[Any, ...]:
+    """Trials with equal keys are comparable: same baseline key, same objective."""
+    objective = score_objective.objective_of(doc)
+    return (score_speedup.baseline_key(doc.config, doc.simulated), score_objective.metric_name(objective))
+
+
+def _sort_key(r: Row) -> tuple[Any, ...]:
+    return (not r.feasible, STATUS_ORDER.get(r.status, 5), -(r.objective_value or 0.0), r.name)
+
+
+def _speedups(group: Group) -> None:
+    """Speedup against the group's own newest baseline row, else the trial's recorded one."""
+    for row in group.rows:
+        if not row.doc.ok:
+            continue
+        if row.is_baseline:
+            row.speedup = 1.0 if row.head.tok_s else None
+            continue
+        found = score_speedup.best_baseline(row.doc.config, row.simulated,
+                                            ((b, b.doc) for b in group.rows))
+        if found is not None:
+            base = found[0]
+            row.speedup = score_speedup.speedup(row.head.tok_s, base.head.tok_s)
+            row.speedup_from_table = row.speedup is not None
+            row.baseline_name = base.name
+        elif row.metrics.speedup_vs_baseline is not None:
+            row.speedup = float(row.metrics.speedup_vs_baseline)
+
+
+def masked(docs: Sequence[TrialResult]) -> list[TrialResult]:
+    """The documents with every secret masked (by name, and by value wherever it recurs:
+    a log tail, a message), whatever wrote them: every format renders these."""
+    red = secrets.redactor(secrets.collect_secrets(*(d.to_dict() for d in docs)))
+    return [TrialResult.from_dict(secrets.mask_tree(d.to_dict(), red)) for d in docs]
+
+
+def build_groups(docs: Sequence[TrialResult], sources: Sequence[str] | None = None) -> list[Group]:
+    """Rows grouped like with like, each group ranked by its objective (best feasible first);
+    groups in order of first appearance; secrets masked."""
+    docs = masked(docs)
+    groups: dict[tuple[Any, ...], Group] = {}
+    for i, doc in enumerate(docs):
+        key = group_key(doc)
+        groups.setdefault(key, Group(key)).rows.append(_row(doc, sources[i] if sources else ""))
+    for group in groups.values():
+        group.rows.sort(key=_sort_key)
+        for rank, row in enumerate((r for r in group.rows if r.feasible), 1):
+            row.rank = rank
+        _speedups(group)
+    return list(groups.values())
+
+
+def all_rows(groups: Sequence[Group]) -> list[Row]:
+    return [r for g in groups for r in g.rows]

@@ -1,0 +1,98 @@
+"""The comparison as CSV, JSON or Markdown (``python -m sweep.report --format csv|json|md``).
+
+CSV: one row per trial, every field of :mod:`sweep.report.records`, full
+precision (for a spreadsheet or pandas). JSON: the groups, each with its
+label, best trial and rows, and each row's cells (p50/p90/p99 included).
+Markdown: one table per group, rounded, for an issue or a chat message.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Sequence
+
+from sweep.report.compare import Group
+from sweep.report.records import FIELDS, record, records, rounded
+
+
+def to_csv(groups: Sequence[Group]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(FIELDS), lineterminator="\n")
+    writer.writeheader()
+    for rec in records(groups):
+        writer.writerow({k: "" if v is None else v for k, v in rec.items()})
+    return buf.getvalue()
+
+
+def to_json(groups: Sequence[Group], title: str) -> str:
+    doc: dict[str, Any] = {"title": title, "groups": []}
+    for g in groups:
+        best = g.best
+        doc["groups"].append({
+            "label": g.label, "hardware": g.hardware_label, "model": g.model_label,
+            "workload": g.workload_label, "objective": g.objective_name, "simulated": g.simulated,
+            "headline": g.headline_label, "best": best.name if best is not None else None,
+            "rows": [{**record(g, r), "cells": [c.to_dict() for c in r.doc.cells]} for r in g.rows]})
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+MD_COLUMNS = (  # (header, record key, digits)
+    ("#", "rank", 0), ("trial", "trial", 0), ("status", "status", 0), ("speedup", "speedup_vs_baseline", 3),
+    ("peak tok/s", "tok_s_peak", 4), ("accept", "accept_len", 3), ("pass", "coding_pass_rate", 3),
+    ("TTFT p50/p90/p99 ms", "ttft", 3), ("TPOT p50/p90/p99 ms", "tpot", 3), ("$/Mtok", "usd_per_mtok", 3),
+)
+
+
+def _cell(rec: dict[str, Any], key: str, digits: int) -> str:
+    if key in ("ttft", "tpot"):
+        return " / ".join(_text(rec[f"{key}_ms_p{q}"], digits) for q in (50, 90, 99))
+    if key == "status":
+        reason = rec["failure_reason"]
+        return str(rec["status"]) + (f": {reason}" if reason and reason != rec["status"] else "")
+    if key == "speedup_vs_baseline" and rec[key] is not None:
+        return f"{rounded(float(rec[key]), digits)}x"
+    return _text(rec[key], digits)
+
+
+def _text(value: Any, digits: int) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and digits:
+        return f"{rounded(value, digits):,}"
+    return str(value).replace("|", "\\|")
+
+
+def headline_text(rec: dict[str, Any]) -> str:
+    if rec["tok_s_lowc"] is None:
+        return "-"
+    text = f"{rounded(rec['tok_s_lowc'], 4):,}"
+    if rec["tok_s_lowc_ci_low"] is not None:
+        half = (rec["tok_s_lowc_ci_high"] - rec["tok_s_lowc_ci_low"]) / 2
+        text += f" ±{rounded(half, 2):,}"
+    return text
+
+
+def to_markdown(groups: Sequence[Group], title: str) -> str:
+    lines = [f"# {title}", ""]
+    for g in groups:
+        best = g.best
+        lines += [f"## {g.label}", ""]
+        if best is not None:
+            lines += [f"Best feasible: **{best.name}** ({g.headline_label} "
+                      f"{headline_text(record(g, best))})", ""]
+        headers = [h for h, _, _ in MD_COLUMNS[:3]] + [g.headline_label] + [h for h, _, _ in MD_COLUMNS[3:]]
+        lines.append("| " + " | ".join(headers) + " |")
+        lines.append("|" + "|".join("---:" if i not in (1, 2) else "---" for i in range(len(headers))) + "|")
+        for r in g.rows:
+            rec = record(g, r)
+            cells = [_cell(rec, k, d) for _, k, d in MD_COLUMNS]
+            cells.insert(3, headline_text(rec))
+            if r is best:
+                cells[1] = f"**{cells[1]}**"
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append("Best feasible: status ok, meets the objective's constraints (coding pass rate, errors, "
+                 "TTFT SLO). Speedup: headline tok/s over the spec=none baseline of the same group.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,332 @@
+"""The HTML report: one self-contained file per sweep that a person can send to a colleague.
+
+Inline CSS, charts as inline SVG (:mod:`sweep.report.svg`), no script and no
+external resource (a Content-Security-Policy says so, so it renders the same
+offline). Per group of comparable trials (:mod:`sweep.report.compare`): the
+ranking with the best feasible configuration and its speedup, headline tok/s
+per configuration, tok/s against concurrency per context, per-stream against
+aggregate tok/s with the Pareto front, accept length and speedup against the
+draft budget (or topk), each trial's cells; then every failure with its
+reason and log tail, and trials stopped early (pruned). Intervals are shown
+where cells were measured with ``workload.repeats``.
+
+Written to ``<sweep_dir>/report.html`` at the end of a multirun or search
+(and logged to its MLflow parent run); ``python -m sweep.report --format html``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from html import escape
+from pathlib import Path
+from typing import Any, Sequence
+
+from sweep.record.result import TrialResult
+from sweep.report import svg
+from sweep.report._html_style import CSS
+from sweep.report.compare import Group, Row, build_groups
+from sweep.report.records import headline_cell, interval, record
+from sweep.score.metrics import ok_cells
+
+FILENAME = "report.html"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    return "–" if x is None else f"{float(x):,.{nd}f}"
+
+
+def _td(text: str, num: bool = True) -> str:
+    return f'<td class="n">{text}</td>' if num else f"<td>{text}</td>"
+
+
+def _colors(g: Group) -> dict[int, str]:
+    out, i = {}, 0
+    for r in g.rows:
+        if r.is_baseline:
+            out[id(r)] = svg.GREY
+        elif r.doc.ok:
+            out[id(r)] = svg.color(i)
+            i += 1
+    return out
+
+
+def _headline_html(g: Group, r: Row) -> str:
+    rec = record(g, r)
+    text = _f(rec["tok_s_lowc"])
+    if rec["tok_s_lowc_ci_low"] is not None:
+        text += (f'<span class="ci">95% CI {_f(rec["tok_s_lowc_ci_low"])}–{_f(rec["tok_s_lowc_ci_high"])}'
+                 f' (n={rec["repeats"]})</span>')
+    return text
+
+
+def _speedup_text(r: Row) -> str:
+    if r.is_baseline and r.doc.ok:
+        return "baseline"
+    return "–" if r.speedup is None else f"{r.speedup:.2f}×"
+
+
+def _table(g: Group) -> str:
+    best = g.best
+    head = ["#", "trial", "status", g.headline_label, "peak tok/s", "speedup", "accept", "coding",
+            "TTFT ms p50/90/99", "TPOT ms p50/90/99", "errors", "$/Mtok", "startup s"]
+    priced = any(r.metrics.usd_per_mtok is not None for r in g.rows)
+    erred = any(r.metrics.errors for r in g.rows)
+    rows = []
+    for r in g.rows:
+        rec = record(g, r)
+        cls = ("best" if r is best else r.status if r.status != "ok" else "" if r.feasible else "infeasible")
+        status = escape(r.status_text)
+        if r.doc.ok and not r.feasible:
+            status += " (infeasible)"
+        lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
+               for k in ("ttft", "tpot")}
+        rows.append(f'<tr class="{cls}">{_td(("★ " if r is best else "") + str(r.rank or ""))}'
+                    f"<td>{escape(r.name)}</td><td>{status}</td>{_td(_headline_html(g, r))}"
+                    f"{_td(_f(rec['tok_s_peak'], 0))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
+                    f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
+                    + (_td(str(rec['errors'] if rec['errors'] is not None else '–')) if erred else "")
+                    + (_td(_f(rec['usd_per_mtok'], 2)) if priced else "")
+                    + f"{_td(_f(rec['startup_s'], 1))}</tr>")
+    if not priced:  # no hardware.cost_per_hour: no column of dashes
+        head.remove("$/Mtok")
+    if not erred:  # no request failed anywhere in the group
+        head.remove("errors")
+    ths = "".join(f'<th class="{"n" if i in (0,) or i > 2 else ""}">{escape(h)}</th>' for i, h in enumerate(head))
+    return f'<div class="tablewrap"><table><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _legend(g: Group, colors: dict[int, str]) -> str:
+    chips = [f'<span><i style="background:{colors[id(r)]}"></i>{escape(r.name)}</span>'
+             for r in g.rows if id(r) in colors]
+    return f'<div class="legend">{"".join(chips)}</div>' if chips else ""
+
+
+def _figure(chart: str, caption: str, wide: bool = False,
+            legend: Sequence[tuple[str, str]] = ()) -> str:
+    chips = "".join(f'<span><i style="background:{c}"></i>{escape(label)}</span>' for label, c in legend)
+    keys = f'<div class="legend">{chips}</div>' if chips else ""
+    return (f'<figure class="{"wide" if wide else ""}">{chart}<figcaption>{keys}{escape(caption)}'
+            "</figcaption></figure>")
+
+
+def _bars(g: Group, colors: dict[int, str]) -> str:
+    bars = []
+    for r in g.rows:
+        note = r.status_text if not r.doc.ok else ""
+        value = r.head.tok_s if r.doc.ok else None
+        if r.doc.ok and r.speedup is not None and not r.is_baseline:
+            note = f"{r.speedup:.2f}× baseline"
+        elif r.is_baseline and r.doc.ok:
+            note = "baseline"
+        if value is None and not note:
+            note = "no cell measured"
+        bars.append(svg.Bar(r.name, value, colors.get(id(r), svg.GREY), note, interval(headline_cell(r))))
+    return _figure(svg.bar_chart(bars, title=f"Headline throughput ({g.headline_label}) per configuration",
+                                 x_label=f"output tok/s at concurrency {g.rows[0].head.concurrency}"),
+                   "Best feasible first; bars end in the value (with its 95% interval when the cell was "
+                   "repeated); trials that did not finish say why.", wide=True)
+
+
+def _per_context(g: Group, colors: dict[int, str]) -> list[str]:
+    ok = [r for r in g.rows if r.doc.ok and ok_cells(r.doc.cells)]
+    levels = sorted({c.concurrency for r in ok for c in ok_cells(r.doc.cells)})
+    if len(levels) < 2:
+        return []
+    out = []
+    for ctx in sorted({c.context for r in ok for c in ok_cells(r.doc.cells)}):
+        series = []
+        for r in ok:
+            cells = [c for c in ok_cells(r.doc.cells) if c.context == ctx]
+            if cells:
+                series.append(svg.Series(
+                    r.name, colors[id(r)], [(float(c.concurrency), float(c.output_tok_s or 0)) for c in cells],
+                    [interval(c) for c in cells],
+                    [f"{r.name}: ctx {ctx}, conc {c.concurrency}: {c.output_tok_s:,.1f} tok/s" for c in cells],
+                    dashed=r.is_baseline))
+        out.append(_figure(svg.line_chart(series, title=f"Aggregate tok/s, context {ctx}",
+                                          x_label="concurrency (in-flight requests)",
+                                          y_label="output tok/s", log2_x=True),
+                           f"Output tok/s of the box against concurrency at context {ctx}: one line per "
+                           "configuration (dashed: the baseline)."))
+    return out
+
+
+def _pareto(g: Group, colors: dict[int, str]) -> list[str]:
+    from sweep.report.plots import pareto_front
+
+    series, every = [], []
+    for r in g.rows:
+        cells = [c for c in ok_cells(r.doc.cells) if c.per_stream_tok_s is not None] if r.doc.ok else []
+        if cells:
+            pts = [(float(c.per_stream_tok_s or 0), float(c.output_tok_s or 0)) for c in cells]
+            every += pts
+            series.append(svg.Series(r.name, colors[id(r)], pts, tips=[
+                f"{r.name}: ctx {c.context}, conc {c.concurrency}: {c.per_stream_tok_s:,.1f} per stream, "
+                f"{c.output_tok_s:,.1f} aggregate" for c in cells]))
+    if not series:
+        return []
+    chart = svg.scatter_front(series, pareto_front(every), title="Per-stream vs aggregate tok/s",
+                              x_label="per-stream tok/s (what one user sees)",
+                              y_label="aggregate tok/s (the box)")
+    return [_figure(chart, "Every cell of every finished trial; the dotted line is the Pareto front: "
+                           "no other cell is faster for both the user and the box.")]
+
+
+def _knob_charts(g: Group) -> list[str]:
+    """Accept length and speedup against the budget (or topk), one line per other knob setting."""
+    spec = [r for r in g.rows if r.doc.ok and not r.is_baseline]
+    for knob, other, label in (("budget", "topk", "draft budget (spec.budget)"),
+                               ("topk", "budget", "draft topk (spec.topk)")):
+        values = {getattr(r, knob) for r in spec if isinstance(getattr(r, knob), (int, float))}
+        if len(values) >= 2:
+            break
+    else:
+        return []
+    lines: dict[str, list[Row]] = {}
+    for r in spec:
+        if isinstance(getattr(r, knob), (int, float)):
+            lines.setdefault(f"{other} {getattr(r, other)}, window {r.window}", []).append(r)
+    log2 = min(values) > 0 and max(values) >= 4 * min(values)
+    out = []
+    for metric, title, y_label in (("accept", "Accept length", "tokens per verify step"),
+                                   ("speedup", "Speedup over the baseline", "× baseline")):
+        series = []
+        for i, (name, rows) in enumerate(sorted(lines.items())):
+            pts = [(float(getattr(r, knob)), v) for r in rows
+                   if (v := (r.metrics.accept_len if metric == "accept" else r.speedup)) is not None]
+            if pts:
+                series.append(svg.Series(name, svg.color(i), pts, tips=[
+                    f"{name}, {knob} {x:g}: {y:.2f}" for x, y in pts]))
+        if not series:
+            if metric == "speedup":
+                out.append('<p class="note">No speedup: this group has no spec=none baseline '
+                           '(run <code>spec=none</code> with the same box and workload).</p>')
+            continue
+        chart = svg.line_chart(series, title=f"{title} vs {knob}", x_label=label, y_label=y_label,
+                               log2_x=log2, y_zero=metric == "speedup", x_ticks=sorted(values),
+                               hlines=[(1.0, "baseline")] if metric == "speedup" else ())
+        caption = ("Finished trials; " + ("the trial's accept length over all cells." if metric == "accept"
+                                          else "headline tok/s over the group's baseline."))
+        out.append(_figure(chart, caption, legend=[(s.label, s.color) for s in series]))
+    return out
+
+
+def _cells(g: Group) -> str:
+    parts = []
+    for r in g.rows:
+        if not r.doc.cells:
+            continue
+        rows = []
+        for c in r.doc.cells:
+            ci = interval(c)
+            tok = _f(c.output_tok_s) + (f' <span class="ci">[{_f(ci[0])}, {_f(ci[1])}]</span>' if ci else "")
+            lat = "".join(_td(" / ".join(_f(c.get(f"{m}_ms_p{q}"), 1) for q in (50, 90, 99)))
+                          for m in ("ttft", "itl", "tpot"))
+            rows.append(f"<tr>{_td(str(c.context))}{_td(str(c.concurrency))}{_td(str(c.requests))}"
+                        f"{_td(str(c.errors))}{_td(tok)}{_td(_f(c.per_stream_tok_s))}{lat}"
+                        f"{_td(_f(c.accept_len, 2))}</tr>")
+        head = "".join(f'<th class="n">{h}</th>' for h in (
+            "ctx", "conc", "requests", "errors", "tok/s", "tok/s per stream", "TTFT p50/90/99 ms",
+            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len"))
+        parts.append(f"<details><summary>cells of {escape(r.name)} ({escape(r.status)})</summary>"
+                     f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead>'
+                     f"<tbody>{''.join(rows)}</tbody></table></div></details>")
+    return "".join(parts)
+
+
+def _group(g: Group, i: int) -> str:
+    colors = _colors(g)
+    best = g.best
+    if best is not None:
+        sp = f", {best.speedup:.2f}× the baseline" if best.speedup is not None and not best.is_baseline else ""
+        verdict = (f'<div class="best">★ Best feasible: <b>{escape(best.name)}</b> — '
+                   f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}</div>")
+    else:
+        verdict = '<div class="note">No feasible trial in this group.</div>'
+    meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '
+            f"workload <b>{escape(g.workload_label)}</b> · objective <b>{escape(g.objective_name)}</b>"
+            + (' <span class="pill sim">simulated</span>' if g.simulated else "") + "</p>")
+    charts = [_bars(g, colors), *_per_context(g, colors), *_pareto(g, colors), *_knob_charts(g)]
+    return (f'<section id="group-{i}" class="group"><h2>Group {i}: {escape(g.hardware_label)} · '
+            f"{escape(g.model_label)} · {escape(g.rows[0].workload)}</h2>{meta}{verdict}{_table(g)}"
+            f'{_legend(g, colors)}<div class="charts">{"".join(charts)}</div>'
+            f'<h3>Cells</h3>{_cells(g)}</section>')
+
+
+def _not_finished(groups: Sequence[Group], statuses: tuple[str, ...], sid: str, title: str, empty: str) -> str:
+    rows = []
+    for g in groups:
+        for r in g.rows:
+            if r.status not in statuses:
+                continue
+            f = r.doc.failure
+            tail = (f'<details><summary>log tail</summary><pre>{escape(f.log_tail)}</pre></details>'
+                    if f is not None and f.log_tail else "")
+            rows.append(f'<tr class="{escape(r.status)}"><td>{escape(r.name)}</td><td>{escape(r.status)}</td>'
+                        f"<td>{escape(r.reason or '–')}</td>"
+                        f'<td style="white-space:normal">{escape(f.message if f else "")}{tail}</td>'
+                        f"{_td(str(len(r.doc.cells)))}<td>{escape(g.rows[0].workload)}</td></tr>")
+    body = (f'<div class="tablewrap"><table><thead><tr><th>trial</th><th>status</th><th>reason</th>'
+            f'<th>message</th><th class="n">cells kept</th><th>workload</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>" if rows else f'<p class="muted">{empty}</p>')
+    return f'<section id="{sid}"><h2>{title}</h2>{body}</section>'
+
+
+def _cards(groups: Sequence[Group], docs: Sequence[TrialResult]) -> str:
+    counts: dict[str, int] = {}
+    for d in docs:
+        counts[str(d.status)] = counts.get(str(d.status), 0) + 1
+    pills = " ".join(f'<span class="pill {escape(k)}">{n} {escape(k)}</span>' for k, n in sorted(counts.items()))
+    cards = [f'<div class="card"><div class="k">trials</div><div class="v">{len(docs)}</div>'
+             f'<div class="d">{pills}</div></div>']
+    for i, g in enumerate(groups, 1):
+        best = g.best
+        value = f"{_f(best.head.tok_s)} <small>{escape(g.headline_label)}</small>" if best else "–"
+        sp = f" · {best.speedup:.2f}× baseline" if best and best.speedup and not best.is_baseline else ""
+        cards.append(f'<div class="card"><div class="k">group {i}: best feasible</div><div class="v">{value}</div>'
+                     f'<div class="d">{escape(best.name) if best else "none feasible"}{sp}<br>'
+                     f"{escape(g.hardware_label)} · {escape(g.rows[0].workload)}</div></div>")
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+FOOTER = """<footer><dl>
+<dt>Groups</dt><dd>Trials are compared only with trials on the same box and layout, model and workload matrix,
+simulated or not, with the same objective; a ranking never crosses groups.</dd>
+<dt>Headline tok/s</dt><dd>Output tok/s of the lowest measured concurrency at the shortest context
+(<code>tok_s_lowc</code>, its concurrency in the column header).</dd>
+<dt>Feasible</dt><dd>Ended ok and meets the objective's constraints (coding pass rate, zero request errors,
+an optional p99 TTFT limit).</dd>
+<dt>Speedup</dt><dd>Headline tok/s over the spec=none (autoregressive) baseline of the same group.</dd>
+<dt>Intervals</dt><dd>95% t-intervals over <code>workload.repeats</code> when a cell was measured more than once.</dd>
+</dl></footer>"""
+
+
+def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | None = None,
+           generated: dt.datetime | None = None) -> str:
+    groups = build_groups(docs, sources)
+    when = (generated or dt.datetime.now()).strftime("%Y-%m-%d %H:%M")
+    sim = all(d.simulated for d in docs) and docs
+    nav = " · ".join(f'<a href="#group-{i}">group {i}</a>' for i in range(1, len(groups) + 1))
+    body = "".join(_group(g, i) for i, g in enumerate(groups, 1))
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body><main>"
+            f"<header><h1>specsweep report: {escape(title)}</h1>"
+            f'<p class="sub">{len(docs)} trials in {len(groups)} group(s) of comparable trials · generated {when}'
+            + (' · <span class="pill sim">simulated results</span>' if sim else "")
+            + f"<br>{nav} · <a href=\"#failures\">failures</a> · <a href=\"#pruned\">pruned</a></p></header>"
+            f"{_cards(groups, docs)}{body}"
+            + _not_finished(groups, ("failed", "interrupted", "running"), "failures",
+                            "Failures and unfinished trials", "Every trial finished.")
+            + _not_finished(groups, ("pruned",), "pruned", "Pruned trials (stopped early by the search)",
+                            "No trial was pruned.")
+            + f"{FOOTER}</main></body></html>\n")
+
+
+def write_report(docs: Sequence[TrialResult], path: Path, *, title: str,
+                 sources: Sequence[str] | None = None) -> Path:
+    from sweep.atomic import write_atomic_text
+
+    return write_atomic_text(Path(path), render(docs, title=title, sources=sources))

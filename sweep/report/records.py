@@ -1,0 +1,88 @@
+"""A comparison row as a flat record: the fields every export shares (CSV, JSON, Markdown, MLflow).
+
+Numbers keep full precision here; only what a person reads (the terminal,
+Markdown, HTML, the MLflow trials table) rounds, through :func:`rounded`.
+Latency percentiles are those of the trial's headline cell (the one its
+headline tok/s comes from); ``*_ci`` are 95% intervals when the cells were
+measured with ``workload.repeats``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from sweep.record.result import Cell
+from sweep.report.compare import Group, Row
+
+LATENCIES = tuple(f"{m}_ms_p{q}" for m in ("ttft", "tpot", "itl") for q in (50, 90, 99))
+FIELDS = (
+    "group", "hardware", "model", "workload", "objective", "simulated", "rank", "trial", "status",
+    "failure_reason", "feasible", "spec", "budget", "topk", "window", "headline_concurrency",
+    "headline_context", "tok_s_lowc", "tok_s_lowc_ci_low", "tok_s_lowc_ci_high", "tok_s_c1",
+    "tok_s_peak", "objective_value", "speedup_vs_baseline", "speedup_baseline", "accept_len",
+    "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s", "repeats", "sweep_id",
+    "source",
+)
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def headline_cell(row: Row) -> Cell | None:
+    """The cell the row's headline tok/s was measured in."""
+    for c in row.doc.cells:
+        if c.concurrency == row.head.concurrency and c.context == row.head.context:
+            return c
+    return None
+
+
+def interval(cell: Cell | None, metric: str = "output_tok_s") -> tuple[float, float] | None:
+    """``<metric>_ci`` of a cell measured with repeats: (low, high), or None."""
+    ci = cell.get(f"{metric}_ci") if cell is not None else None
+    if isinstance(ci, (list, tuple)) and len(ci) == 2:
+        low, high = _num(ci[0]), _num(ci[1])
+        if low is not None and high is not None:
+            return low, high
+    return None
+
+
+def record(group: Group, row: Row) -> dict[str, Any]:
+    m, cell = row.metrics, headline_cell(row)
+    ci = interval(cell)
+    out: dict[str, Any] = {
+        "group": group.label, "hardware": group.hardware_label, "model": group.model_label,
+        "workload": row.workload, "objective": group.objective_name, "simulated": row.simulated,
+        "rank": row.rank, "trial": row.name, "status": row.status, "failure_reason": row.reason,
+        "feasible": row.feasible, "spec": row.spec, "budget": row.budget, "topk": row.topk,
+        "window": row.window, "headline_concurrency": row.head.concurrency,
+        "headline_context": row.head.context, "tok_s_lowc": _num(row.head.tok_s),
+        "tok_s_lowc_ci_low": ci[0] if ci else None, "tok_s_lowc_ci_high": ci[1] if ci else None,
+        "tok_s_c1": _num(m.tok_s_c1), "tok_s_peak": _num(m.tok_s_peak),
+        "objective_value": _num(row.objective_value), "speedup_vs_baseline": _num(row.speedup),
+        "speedup_baseline": row.baseline_name, "accept_len": _num(m.accept_len),
+        "coding_pass_rate": _num(m.coding_pass_rate),
+        **{k: _num(cell.get(k)) if cell is not None else None for k in LATENCIES},
+        "errors": m.errors, "usd_per_mtok": _num(m.usd_per_mtok), "startup_s": _num(m.startup_s),
+        "repeats": cell.get("repeats") if cell is not None else None,
+        "sweep_id": row.sweep_id, "source": row.source,
+    }
+    return {k: out[k] for k in FIELDS}
+
+
+def records(groups: Sequence[Group]) -> list[dict[str, Any]]:
+    return [record(g, r) for g in groups for r in g.rows]
+
+
+def rounded(x: Any, digits: int = 4) -> Any:
+    """A number as a person reads it: ``digits`` significant figures (never in stored metrics)."""
+    if isinstance(x, bool) or not isinstance(x, float) or not math.isfinite(x) or x == 0:
+        return x
+    return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))

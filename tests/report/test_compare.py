@@ -1,0 +1,146 @@
+"""The report on a directory of typed result files: like with like, honest names, every export.
+
+The directory (``report_docs.mixed_sweep``) mixes workloads, boxes, baselines,
+failures, an interrupted and a pruned trial, repeated cells with intervals,
+and (here) a result file in the format written before ``tok_s_lowc`` existed.
+Everything runs the real command (``sweep.report.__main__.main``) on files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from report_docs import mixed_sweep
+
+from sweep.record.result import TrialResult
+from sweep.report import __main__ as report
+from sweep.report.compare import build_groups
+from sweep.score import objective
+from sweep.score.metrics import headline, honest
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return mixed_sweep(tmp_path)
+
+
+def _old_format(path: Path) -> dict:
+    """A result file as written before tok_s_lowc: the lowest concurrency's tok/s as tok_s_c1."""
+    doc = json.loads(path.read_text())
+    head = doc["metrics"]
+    doc["metrics"] = {k: v for k, v in head.items()
+                      if k not in ("tok_s_lowc", "headline_concurrency", "headline_context")}
+    doc["metrics"]["tok_s_c1"] = head["tok_s_lowc"]
+    path.write_text(json.dumps(doc))
+    return doc
+
+
+def _groups(root: Path) -> dict[str, list]:
+    docs = [TrialResult.load(p) for p in sorted(root.rglob("result.json"))]
+    return {g.label: g.rows for g in build_groups(docs)}
+
+
+def test_groups_never_cross_box_or_workload_and_speedups_use_the_groups_baseline(root: Path) -> None:
+    groups = _groups(root)
+    assert len(groups) == 3
+    by_workload = {(rows[0].hardware, rows[0].workload): rows for rows in groups.values()}
+    seed, smoke, pro = by_workload[("b300", "seed")], by_workload[("b300", "smoke")], \
+        by_workload[("pro6000_tp8", "seed")]
+    assert len(seed) == 9 and len(smoke) == 2 and len(pro) == 2
+    # each group ranks its own feasible trials, 1..n; the best of each is its own
+    for rows in (seed, smoke, pro):
+        ranked = [r for r in rows if r.rank is not None]
+        assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
+        values = [r.objective_value for r in ranked]
+        assert values == sorted(values, reverse=True)
+    assert seed[0].name == "b300-ddtree-b8-t4-w2048-seed" and seed[0].rank == 1
+    assert smoke[0].name == "b300-ddtree-b8-t4-w2048-smoke" and smoke[0].rank == 1
+    # speedups: against the baseline of the same box and workload, never another's
+    base = next(r for r in seed if r.is_baseline)
+    for r in seed:
+        if r.doc.ok and not r.is_baseline:
+            assert r.speedup == pytest.approx(r.head.tok_s / base.head.tok_s)
+            assert r.speedup_from_table and r.baseline_name == "b300-none-seed"
+    pro_base = next(r for r in pro if r.is_baseline)
+    assert pro[0].speedup == pytest.approx(pro[0].head.tok_s / pro_base.head.tok_s)
+    assert all(r.speedup is None for r in smoke)  # a seed baseline never vouches for smoke
+    # unfinished trials are shown as such, never ranked
+    status = {r.name: r.status for r in seed}
+    assert status["b300-ddtree-b4-t1-w2048-seed"] == "interrupted"
+    assert status["b300-ddtree-b2-t2-w2048-seed"] == "pruned"
+    assert all(r.rank is None for r in seed if r.status != "ok")
+
+
+def test_headline_says_what_it_measured_and_old_files_read_right(root: Path) -> None:
+    smoke = sorted((root / "multirun" / "2026-12-01" / "02-10-00").rglob("result.json"))[0]
+    new = TrialResult.load(smoke)
+    assert new.metrics.headline_concurrency == 2 and new.metrics.tok_s_c1 is None
+    assert new.metrics.tok_s_lowc == new.cells[0].output_tok_s
+    raw = _old_format(smoke)
+    old = TrialResult.load(smoke)
+    assert old.to_dict() == raw  # loads and writes back unchanged
+    assert old.metrics.tok_s_c1 == new.metrics.tok_s_lowc  # what the old name held
+    head = headline(old)
+    assert (head.tok_s, head.concurrency, head.label) == (new.metrics.tok_s_lowc, 2, "tok/s c2")
+    fixed = honest(old)
+    assert fixed.tok_s_c1 is None and fixed.tok_s_lowc == new.metrics.tok_s_lowc
+    # the old objective name is an accepted alias with that meaning, and the sweeper's values carry it
+    obj = objective.objective_of(old)
+    for name in ("tok_s_lowc", "tok_s_c1"):
+        legacy = type(obj)(metric=name, context=obj.context, concurrency=obj.concurrency,
+                           weights=obj.weights, constraints=obj.constraints)
+        assert objective.objective_value(old, legacy) == new.metrics.tok_s_lowc
+        assert objective.metric_name(legacy) == "tok_s_lowc"
+        ret = objective.trial_return(old, legacy, str(smoke))
+        assert ret["objective"] == ret["values"]["tok_s_lowc"] == ret["values"]["tok_s_c1"]
+    # the report reads the old file into the same group, under the honest header
+    groups = _groups(root)
+    smoke_rows = next(rows for rows in groups.values() if rows[0].workload == "smoke")
+    assert len(smoke_rows) == 2 and all(r.head.concurrency == 2 for r in smoke_rows)
+
+
+def test_table_csv_json_md_html_exports(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report.main(["--dir", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert table.count("objective tok_s_lowc") == 3 and "tok/s c2" in table and "tok/s c1" in table
+    assert "★ 1" in table and "failed: cuda_graph" in table and "pruned" in table
+    assert report.main(["--dir", str(root), "--format", "csv", "-o", str(tmp_path / "t.csv")]) == 0
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
+    assert len(rows) == 13 and len({r["group"] for r in rows}) == 3
+    best = next(r for r in rows if r["trial"] == "b300-ddtree-b8-t4-w2048-seed")
+    assert best["rank"] == "1" and best["headline_concurrency"] == "1"
+    assert float(best["tok_s_lowc_ci_low"]) < float(best["tok_s_lowc"]) < float(best["tok_s_lowc_ci_high"])
+    assert best["ttft_ms_p90"] and best["ttft_ms_p99"] and best["tpot_ms_p99"]  # not p50 only
+    smoke = [r for r in rows if r["workload"] == "smoke"]
+    assert all(r["tok_s_c1"] == "" and r["speedup_vs_baseline"] == "" for r in smoke)
+    assert report.main(["--dir", str(root), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [g["best"] for g in doc["groups"]] == ["b300-ddtree-b8-t4-w2048-seed", "pro6000_tp8-ddtree-b8-t4-w2048-seed",
+                                                 "b300-ddtree-b8-t4-w2048-smoke"]
+    assert doc["groups"][0]["rows"][0]["cells"][0]["ttft_ms_p99"] is not None
+    assert report.main(["--dir", str(root), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.count("\n## ") == 3 and "| tok/s c2 |" in md and "**b300-ddtree-b8-t4-w2048-seed**" in md
+    assert report.main(["--dir", str(root), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('<section id="group-') == 3 and "<svg" in html
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing to fetch
+
+
+@pytest.mark.parametrize("given", ["01-43-41", "2026-12-01/01-43-41", "2026-12-01 01-43-41",
+                                   "2026-12-01 01:43:41", "grid spec.budget=4,8 · 2026-12-01 01:43:41",
+                                   "0123abcd"])
+def test_sweep_id_takes_what_the_ui_shows(root: Path, given: str, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = root / "multirun" / "2026-12-01" / "01-43-41"
+    (seed / "mlflow_parent.json").write_text(json.dumps(
+        {"name": "grid spec.budget=4,8 · 2026-12-01 01:43:41", "run_id": "0123abcd"}))
+    assert report.main(["--dir", str(root), "--sweep-id", given, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 11 and {r["sweep_id"] for r in rows} == {"2026-12-01/01-43-41"}
+    assert report.main(["--dir", str(root), "--sweep-id", "02-10-00", "--format", "csv"]) == 0
+    assert len(list(csv.DictReader(io.StringIO(capsys.readouterr().out)))) == 2
+    assert report.main(["--dir", str(root), "--sweep-id", "03-00-00"]) == 1
