@@ -15,6 +15,8 @@ def main() -> None:
     sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu ...
     plugins.register()
     cmdline.check(sys.argv[1:])
+    if cmdline.print_job_config(sys.argv[1:]):
+        return
     from sweep.app import task
 
     task()

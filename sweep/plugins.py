@@ -12,8 +12,14 @@ from __future__ import annotations
 
 
 def register() -> None:
+    """Register the sweeper unless Hydra's own scan found it (``--info plugins`` lists it once)."""
     from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
 
     from hydra_plugins.specsweep_optuna_sweeper.optuna_sweeper import SpecsweepOptunaSweeper
 
-    Plugins.instance().register(SpecsweepOptunaSweeper)
+    plugins = Plugins.instance()
+    # The scan loads plugin modules itself: the class it found is another object of the same name.
+    name = (SpecsweepOptunaSweeper.__module__, SpecsweepOptunaSweeper.__qualname__)
+    if all((c.__module__, c.__qualname__) != name for c in plugins.discover(Sweeper)):
+        plugins.register(SpecsweepOptunaSweeper)

@@ -35,6 +35,31 @@ def test_cfg_job_shows_the_groups(tmp_path) -> None:
         assert f"\n{group}" in "\n" + out.stdout
 
 
+def test_cfg_job_is_resolved_with_secrets_masked(tmp_path) -> None:
+    import os
+
+    env = {**os.environ, "SPECSWEEP_API_KEY": "sk-cfg-job-canary-4711"}
+    out = subprocess.run([sys.executable, "-m", "sweep", "--cfg", "job", "spec.budget=16"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "${" not in out.stdout and f"- {sys.executable}" in out.stdout  # ${sweep.python:} resolved
+    assert "--speculative-ddtree-budget: 16" in out.stdout
+    assert "sk-cfg-job-canary-4711" not in out.stdout and "api_key: '***'" in out.stdout
+
+
+def test_a_usage_error_is_printed_once(tmp_path) -> None:
+    out = run("-m", "spec.budget=8,16", "--no-such-flag", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.count("error: unrecognized arguments: --no-such-flag") == 1, out.stderr
+    assert out.stderr.count("usage: python -m sweep") == 1
+
+
+def test_dry_run_leaves_no_job_dirs(tmp_path) -> None:
+    assert run("dry_run=true", cwd=tmp_path).returncode == 0
+    assert run("-m", "dry_run=true", "spec.budget=4,8", cwd=tmp_path).returncode == 0
+    assert list(tmp_path.iterdir()) == []  # no outputs/, no multirun/, no empty app.log
+
+
 def test_dry_run_ddtree_sglang(tmp_path) -> None:
     out = run("dry_run=true", "hardware=b300", "spec=ddtree", "server=sglang", cwd=tmp_path)
     assert out.returncode == 0, out.stderr

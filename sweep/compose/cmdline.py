@@ -86,10 +86,10 @@ def check(argv: Sequence[str]) -> None:
     """Validate the jobs ``python -m sweep <argv>`` would run; exit 2 on error."""
     from hydra._internal.utils import get_args_parser
 
-    try:
-        args = get_args_parser().parse_args(list(argv))
-    except SystemExit:
-        return  # let Hydra print its own usage error
+    parser = get_args_parser()
+    parser.prog = "python -m sweep"
+    # A usage error is printed here, once, and ends the run (exit 2): Hydra would print it again.
+    args = parser.parse_args(list(argv))
     if any(getattr(args, f, None) for f in _SKIP_FLAGS):
         return
     from sweep.compose.config import from_omegaconf
@@ -103,3 +103,30 @@ def check(argv: Sequence[str]) -> None:
     except ConfigError as err:
         print(err.one_line(), file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
+
+
+def print_job_config(argv: Sequence[str]) -> bool:
+    """``--cfg job`` (one run, no ``--package``): the composed config resolved, secrets masked.
+
+    Hydra prints it unresolved (``${sweep.python:}``, ``${spec.budget}``), which
+    does not say what will run; resolved, a secret set through the environment
+    (``${oc.env:SPECSWEEP_API_KEY}``) would show, so it is masked. False: not
+    this case, Hydra handles the command line.
+    """
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(list(argv))
+    if args.cfg != "job" or args.multirun or args.package or args.info:
+        return False
+    import yaml
+    from omegaconf import OmegaConf
+
+    import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*})
+    from sweep import secrets
+
+    tree = OmegaConf.to_container(compose(args.overrides), resolve=True)
+    assert isinstance(tree, dict)
+    tree.pop("hydra", None)
+    red = secrets.redactor(secrets.collect_secrets(tree, list(args.overrides)))
+    sys.stdout.write(yaml.safe_dump(secrets.mask_tree(tree, red), sort_keys=False, default_flow_style=False))
+    return True
