@@ -128,6 +128,7 @@ class SweepCallback(Callback):
         self._open_parent: tuple[Any, Path] | None = None
         self._progress: Any = None  # "[trial i/N] ... ETA" for a grid (Hydra's basic sweeper)
         self._varying: set[str] = set()
+        self._name: str | None = None
 
     def _end_killed(self) -> None:
         """atexit: a multirun stopped by Ctrl-C never reaches on_multirun_end."""
@@ -174,6 +175,7 @@ class SweepCallback(Callback):
         red = _secrets_of(config)
         if config.get("dry_run"):
             return
+        self._name = _sweep_name(config, red)  # what it sweeps and when it started
         total = _grid_size(config)
         if total is not None:
             from sweep.record.naming import sweep_overrides
@@ -192,7 +194,7 @@ class SweepCallback(Callback):
             from sweep.record.tracking import Tracker
 
             overrides = [red.text(o) for o in config.hydra.overrides.task]
-            Tracker(settings).start_parent(sweep_dir, name=_sweep_name(config, red),
+            Tracker(settings).start_parent(sweep_dir, name=self._name,
                                            params={"overrides": " ".join(overrides)[:5000]})
         except Exception as exc:  # noqa: BLE001 - tracking never stops a sweep
             log.warning("MLflow parent run not started: %s", exc)
@@ -226,7 +228,7 @@ class SweepCallback(Callback):
         """The sweep's table on the terminal and its HTML report in the sweep dir."""
         from sweep.record.parent import read_parent_file
 
-        title = read_parent_file(sweep_dir).get("name") or _sweep_name(config, _secrets_of(config))
+        title = read_parent_file(sweep_dir).get("name") or self._name or str(sweep_dir)
         try:
             from sweep.report.sweep_summary import print_sweep
 

@@ -27,7 +27,7 @@ TAG_KIND = "specsweep.kind"
 TAG_COMPLETE = "specsweep.complete"
 TAG_SWEEP_KEY = "specsweep.sweep_key"
 TAG_PARENT = "mlflow.parentRunId"   # what MLflow's UI nests runs by
-RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED"}
+RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED", "pruned": "KILLED"}
 CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
                ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
                ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
@@ -135,6 +135,8 @@ def rounded_tags(doc: TrialResult) -> dict[str, str]:
     from sweep.score.metrics import honest
 
     values = honest(doc).to_dict()
+    if values.get("tok_s_lowc") is None:  # nothing measured: no concurrency to show either
+        values.pop("headline_concurrency", None)
     return {f"rounded.{k}": f"{rounded(float(v)):g}" for k in ROUNDED if (v := _number(values.get(k))) is not None}
 
 
