@@ -121,6 +121,11 @@ def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, t
     assert (plots / "pareto_per_stream_vs_aggregate.png").stat().st_size > 1000
     assert list(plots.glob("trials/b300-ddtree-b8-t4-w2048*/throughput_vs_concurrency.png"))
 
+    # --sweep-id takes the parent run's name as the UI shows it
+    assert report.main(["--tracking-uri", mlflow_server, "--experiment", "down-sync",
+                        "--sweep-id", "b300 budget sweep (offline)", "--format", "csv"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1 + 3
+
     # ... and straight from the files (MLflow not needed).
     assert report.main(["--dir", str(root), "--spec", "ddtree"]) == 0
     assert "b300-ddtree-b16-t4-w2048" in capsys.readouterr().out
