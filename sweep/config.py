@@ -21,6 +21,7 @@ from sweep._checks import (  # value checks, one ConfigError each
     no_control_chars as _no_control_chars,
     str_tuple as _str_tuple,
 )
+from sweep import _bench_checks
 from sweep.errors import ConfigError
 
 CODING_EVALS = ("five", "humaneval", "off")
@@ -86,6 +87,9 @@ class Server:
     env: Mapping[str, Any]
     sim_args: Mapping[str, Any] = field(default_factory=dict)
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str = "completions"                  # matrix endpoint: completions | chat
+    tokenize: Mapping[str, Any] | None = None      # the server's tokenize route (None: probe usage)
+    continuous_usage: bool = False                 # running usage per chunk (tokens per chunk)
 
     @property
     def base_url(self) -> str:
@@ -121,6 +125,9 @@ class Workload:
     humaneval_limit: int
     sandbox_timeout_s: float
     sandbox_memory_mb: int
+    prompt_source: str = "text"       # text | random_ids | dataset
+    dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
+    seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -232,6 +239,8 @@ def _server(node: Mapping[str, Any]) -> Server:
         args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
         sim_args=dict(node.get("sim_args") or {}),
         request_extras=dict(node.get("request_extras") or {}),
+        endpoint=_bench_checks.endpoint(node), tokenize=_bench_checks.tokenize(node),
+        continuous_usage=_bool(node, p, "continuous_usage"),
     )
 
 
@@ -310,8 +319,9 @@ def _hosts(node: Mapping[str, Any], name: str) -> None:
             labels.add(str(label))
 
 
-def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
+def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
+    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
     contexts = _int_list(node, p, "contexts", lo=1, hi=model_ctx, what="model.context_length")
     conc = _int_list(node, p, "concurrency", lo=1)
     max_tokens = _int(node, p, "max_tokens", lo=1)
@@ -343,6 +353,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
         humaneval_limit=_int(node, p, "humaneval_limit", lo=1, optional=True) or 20,
         sandbox_timeout_s=_float(sandbox, f"{p}.sandbox", "timeout_s", lo=0.1, optional=True) or 10.0,
         sandbox_memory_mb=_int(sandbox, f"{p}.sandbox", "memory_mb", lo=16, optional=True) or 512,
+        prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
     )
 
 
@@ -372,7 +383,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = _launcher(cfg["launcher"])
-    workload = _workload(cfg["workload"], model.context_length)
+    workload = _workload(cfg["workload"], model.context_length, server.endpoint)
     _check_server_needs(server, spec, model)
     return TrialConfig(hardware=hardware, spec=spec, model=model, server=server,
                        launcher=launcher, workload=workload,

@@ -106,7 +106,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
     """Coding eval, then the matrix, then server-side stats for this window."""
     from sweep.bench import serverstats
     from sweep.bench.coding import run_coding_eval
-    from sweep.bench.matrix import run_matrix
+    from sweep.bench.matrix import run_matrix, server_options
 
     mark = launcher.log_mark()
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
@@ -115,7 +115,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: dict[str, Any]
         doc["coding"] = run_coding_eval(base_url, wl, model_name, api_key=key,
                                         request_extras=cfg.server.request_extras).to_dict()
         resultfile.write_atomic(path, resultfile.clean_number(doc))
-    cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+    cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg))
     doc["cells"] = [c.to_dict() for c in cells]
     doc["accept_len"]["requests"] = score.trial_accept_len(doc["cells"])
     from_log = serverstats.accept_from_log(launcher.log_since(mark))

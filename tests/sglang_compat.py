@@ -92,6 +92,7 @@ def _import_sglang(name: str) -> types.ModuleType:
     # we only inspect the parser, so undo that for the rest of the test run.
     env_before = dict(os.environ)
     try:
+        _import_package_without_hf_patches()
         return importlib.import_module(name)
     except ImportError as exc:
         raise ImportError(
@@ -109,6 +110,31 @@ def _import_sglang(name: str) -> types.ModuleType:
         for key, value in env_before.items():
             if os.environ.get(key) != value:
                 os.environ[key] = value
+
+
+def _import_package_without_hf_patches() -> None:
+    """Import the top-level ``sglang`` package with ``transformers`` hidden.
+
+    ``sglang/__init__`` patches transformers' model classes when transformers
+    is importable, which imports ``transformers.models.llama`` -> torch
+    dynamo -> ``triton.language`` (absent from the stub above). Neither the
+    parser, the protocol models nor bench_serving need those patches (they
+    are for loading models), and SGLang skips them itself when transformers
+    is missing; so transformers is hidden only while the package's
+    ``__init__`` runs, then importable again (bench_serving loads its
+    tokenizer with it).
+    """
+    if "sglang" in sys.modules:
+        return
+    saved = sys.modules.get("transformers")
+    sys.modules["transformers"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        importlib.import_module("sglang")
+    finally:
+        if saved is None:
+            del sys.modules["transformers"]
+        else:
+            sys.modules["transformers"] = saved
 
 
 def server_args_module() -> types.ModuleType:
