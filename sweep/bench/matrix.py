@@ -110,6 +110,7 @@ class CellResult:
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
     prompt_sizing: str | None = None   # tokenize | probe | exact (token ids) | approx (no server count)
+    client_cpu_s: float = 0.0     # this process's CPU time during the measured window
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -276,9 +277,8 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
 
     n = workload.requests_for(concurrency)
     warm_n = workload.warmup_requests * concurrency
-    texts = await prompts.make(context, warm_n + n)
-    warm = payloads(texts[:warm_n], min(workload.max_tokens, 32))
-    measured = payloads(texts[warm_n:], workload.max_tokens)
+    measured = payloads(await prompts.make(context, n), workload.max_tokens)
+    warm = payloads(await prompts.make(context, warm_n), min(workload.max_tokens, 32))
     clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
     flushed = "skipped"
     try:
@@ -286,18 +286,19 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
             await _open_and_warm(clients, warm, path, timeout_s)
             if flush is not None:
                 flushed = await flush()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if workload.request_rate:
                 results = await _poisson(clients, measured, path, workload.request_rate, workload.seed,
                                          timeout_s, on_done)
             else:
                 results = await _closed_loop(clients, measured, path, timeout_s, on_done)
-            duration = time.perf_counter() - t0
+            duration, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
     cell = aggregate(context, concurrency, results, duration)
     cell.flushed = flushed
     cell.prompt_sizing = prompts.sizing
+    cell.client_cpu_s = cpu
     return cell
 
 

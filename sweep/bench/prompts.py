@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 CHARS_PER_TOKEN = 4.0
+TAG_CHARS = 12  # every prompt starts with its own hex tag of this length
 # Enough distinct text that slices of short prompts rarely overlap.
 MIN_CORPUS_CHARS = 2_000_000
 
@@ -119,7 +120,7 @@ class PromptFactory:
     def _tag(self) -> str:
         blob = f"{self.seed}/{self.namespace}/{self._counter}".encode()
         self._counter += 1
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return hashlib.sha256(blob).hexdigest()[:TAG_CHARS]
 
     def draft(self, max_chars: int) -> Draft:
         """A unique draft whose body can grow to ``max_chars`` characters."""
@@ -226,9 +227,19 @@ def _first_prompt(obj: Any) -> str | None:
     return None
 
 
-def random_ids(n: int, length: int, vocab_size: int, *, seed: int = 0, namespace: str = "") -> list[list[int]]:
-    """``n`` prompts of exactly ``length`` random token ids below ``vocab_size``
-    (like bench_serving's random-ids; random from the first id, so no two share a prefix)."""
-    rng = random.Random(f"{seed}/{namespace}/ids")
-    return [[rng.randrange(vocab_size) for _ in range(length)] for _ in range(n)]
+def random_ids(n: int, length: int, vocab_size: int, *, seed: int = 0) -> list[list[int]]:
+    """``n`` prompts of exactly ``length`` token ids below ``vocab_size``.
 
+    The recipe of SGLang's bench_serving ``--dataset-name random-ids`` with
+    ``--random-range-ratio 1`` (``sample_random_requests``): numpy's legacy
+    generator seeded with ``seed``, one random offset per prompt, then
+    consecutive ids ``(offset + i + j) % vocab_size``. Same seed and
+    vocabulary size, same prompts -- so the harness and bench_serving can be
+    compared on identical requests (benchmarks/crosscheck_bench_serving.py).
+    Prompts differ from their first id, so none shares a prefix with another.
+    """
+    import numpy as np
+
+    rs = np.random.RandomState(seed)
+    offsets = rs.randint(0, vocab_size, size=n)
+    return [[int((offsets[i] + i + j) % vocab_size) for j in range(length)] for i in range(n)]

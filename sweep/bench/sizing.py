@@ -16,24 +16,24 @@ asked:
 :func:`fit` then cuts each :class:`~sweep.bench.prompts.Draft` to the
 length the counter says matches the target (a secant search inside a
 shrinking bracket, a few batched rounds). With a tokenize route every
-prompt is exact or within a token; with probes, the probed texts must not
-be the measured ones (a prefix cache would serve them), so probes fit
-separate drafts and the measured prompts reuse their characters per
-token: exact on average, not per prompt.
+prompt is exact or within a token; with probes, each probe carries another
+tag than the prompt it measures (a prompt the server prefilled could be
+served from its prefix cache), so a prompt may be a token or two off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
-from sweep.bench.prompts import CHARS_PER_TOKEN, Draft, PromptFactory
+from sweep.bench.prompts import CHARS_PER_TOKEN, TAG_CHARS, Draft, PromptFactory
 
 if TYPE_CHECKING:
     import httpx
 
 Counter = Callable[[list[str]], Awaitable[list[int]]]
-ROUNDS = 8
+ROUNDS = 12
 PARALLEL = 16   # tokenize calls in flight when the route takes one text at a time
 
 
@@ -88,7 +88,7 @@ class TokenizeCounter:
                 raise SizingError(f"{self.route['path']} answered without a token count")
             return counts[0]
 
-        return list(await asyncio.gather(*(one(b) for b in bodies)))
+        return await _all(one(b) for b in bodies)
 
     async def _post(self, body: dict[str, Any]) -> Any:
         import httpx
@@ -103,6 +103,17 @@ class TokenizeCounter:
             return resp.json()
         except ValueError:
             raise SizingError(f"{self.route['path']} answered a body that is not JSON") from None
+
+
+async def _all(coros: Any) -> list[int]:
+    """Every result, in order; the first failure cancels the rest (no stray requests)."""
+    tasks: list[asyncio.Task[int]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in coros]
+    except* SizingError as errors:
+        raise errors.exceptions[0] from None
+    return [t.result() for t in tasks]
 
 
 def _counts(obj: Any, n: int) -> list[int] | None:
@@ -152,7 +163,7 @@ class ProbeCounter:
                                   f"usage.prompt_tokens: {resp.text[:200]}") from None
             return int(n)
 
-        return list(await asyncio.gather(*(one(t) for t in texts)))
+        return await _all(one(t) for t in texts)
 
 
 async def fit(drafts: Sequence[Draft], target: int, count: Counter,
@@ -172,6 +183,7 @@ async def fit(drafts: Sequence[Draft], target: int, count: Counter,
     best: list[tuple[int, int] | None] = [None] * n  # (|count - target|, length)
     counts = [0] * n
     counted = [-1] * n   # the body length each count belongs to
+    prev: list[tuple[int, int] | None] = [None] * n   # the previous (length, count): a secant
     todo = list(range(n))
     for _ in range(ROUNDS):
         got = await count([drafts[i].render(lengths[i]) for i in todo])
@@ -187,7 +199,8 @@ async def fit(drafts: Sequence[Draft], target: int, count: Counter,
                 lo[i] = (lengths[i], c) if lo[i] is None or lengths[i] > lo[i][0] else lo[i]  # type: ignore[index]
             else:
                 hi[i] = (lengths[i], c) if hi[i] is None or lengths[i] < hi[i][0] else hi[i]  # type: ignore[index]
-            guess = _next_length(lengths[i], c, target, lo[i], hi[i], drafts[i].max_chars)
+            guess = _next_length(lengths[i], c, target, lo[i], hi[i], drafts[i].max_chars, prev[i])
+            prev[i] = (lengths[i], c)
             if guess is None:
                 continue
             lengths[i] = guess
@@ -205,15 +218,26 @@ async def fit(drafts: Sequence[Draft], target: int, count: Counter,
 
 
 def _next_length(length: int, c: int, target: int, lo: tuple[int, int] | None,
-                 hi: tuple[int, int] | None, max_chars: int) -> int | None:
-    """The next body length to try, or None when no length in between is left."""
-    per_token = max(1.0, length / max(1, c))
+                 hi: tuple[int, int] | None, max_chars: int,
+                 prev: tuple[int, int] | None = None) -> int | None:
+    """The next body length to try, or None when no length in between is left.
+
+    Characters per token from the last two counts (a secant: the head's
+    tokens cancel out), else from this one.
+    """
+    if prev is not None and prev[1] != c and prev[0] != length:
+        per_token = max(0.5, (length - prev[0]) / (c - prev[1]))
+    else:
+        per_token = max(1.0, length / max(1, c))
     guess = length + round((target - c) * per_token)
     if lo is not None and hi is not None:
         if hi[0] - lo[0] <= 1:
             return None
         span = hi[1] - lo[1]
-        guess = lo[0] + round((target - lo[1]) * (hi[0] - lo[0]) / span) if span > 0 else (lo[0] + hi[0]) // 2
+        if span > 3:  # interpolate while far; bisect near the end (no one-sided creeping)
+            guess = lo[0] + round((target - lo[1]) * (hi[0] - lo[0]) / span)
+        else:
+            guess = (lo[0] + hi[0]) // 2
         guess = min(hi[0] - 1, max(lo[0] + 1, guess))
     guess = max(0, min(max_chars, guess))
     return None if guess == length else guess
@@ -221,20 +245,31 @@ def _next_length(length: int, c: int, target: int, lo: tuple[int, int] | None,
 
 async def prompts_for(factory: PromptFactory, target: int, n: int, counter: Counter, *,
                       exact: bool) -> tuple[list[str], list[int]]:
-    """``n`` prompts of ``target`` tokens: each fitted (``exact``) or, for probe counters,
-    built at the characters-per-token of a few fitted probe drafts."""
+    """``n`` prompts of ``target`` tokens, each fitted with ``counter``.
+
+    ``exact=False`` marks a counter that runs generation requests (probes):
+    a prompt the server has prefilled could be served from its prefix cache
+    when it is sent for real, so each probe carries another tag of the same
+    length in place of the prompt's own (every prompt begins with its tag, so
+    no probe shares a prefix with a measured prompt; the count may differ by
+    a token where the two tags tokenize differently).
+    """
     max_chars = int(target * CHARS_PER_TOKEN * 4) + 4096
-    if exact:
-        return await fit([factory.draft(max_chars) for _ in range(n)], target, counter)
-    probes = [factory.draft(max_chars) for _ in range(min(n, 3))]
-    texts, counts = await fit(probes, target, counter)
-    body_chars = [len(t) - len(d.head) for t, d in zip(texts, probes)]
-    per_token = sum(body_chars) / max(1, sum(counts))
-    head_tokens = [c - b / per_token for c, b in zip(counts, body_chars)]
-    head = sum(head_tokens) / len(head_tokens)
     drafts = [factory.draft(max_chars) for _ in range(n)]
-    length = max(0, round((target - head) * per_token))
-    return [d.render(length) for d in drafts], []
+    if exact:
+        return await fit(drafts, target, counter)
+
+    async def probe_count(texts: list[str]) -> list[int]:
+        return await counter([_probe_tag(t) + t[TAG_CHARS:] for t in texts])
+
+    return await fit(drafts, target, probe_count)
+
+
+
+def _probe_tag(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(b"probe/" + text[:TAG_CHARS].encode()).hexdigest()[:TAG_CHARS]
 
 
 class PromptMaker:
@@ -279,9 +314,12 @@ class PromptMaker:
         if self.source == "random_ids":
             from sweep.bench.prompts import random_ids
 
+            # Draw k of a run uses seed + k (draw 0 = bench_serving's prompts for this seed);
+            # a salted namespace (no working /flush_cache) shifts every seed.
+            salt = 0 if self.namespace == "matrix" else zlib.crc32(self.namespace.encode())
+            seed = (self.seed + salt + self._ids_drawn) % 2**32
             self._ids_drawn += 1
-            return random_ids(n, context, self.vocab_size or 32000, seed=self.seed,
-                              namespace=f"{self.namespace}/{self._ids_drawn}")
+            return random_ids(n, context, self.vocab_size or 32000, seed=seed)
         if self.counter is not None and self.error is None:
             try:
                 texts, _ = await prompts_for(self.factory, context, n, self.counter, exact=self.exact)

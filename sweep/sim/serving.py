@@ -72,11 +72,12 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
             raise BadRequest("messages must be a non-empty list")
         prompt = "\n".join(tokens.content_text(m.get("content")) for m in messages if isinstance(m, dict))
         prompt_tokens = tokens.chat_prompt_tokens(m for m in messages if isinstance(m, dict))
+        canon = prompt
         max_tokens = _max_tokens(body, prompt_tokens, context_length, "max_completion_tokens", "max_tokens")
         ignore_eos = bool(body.get("ignore_eos", False))
         opts = body
     elif kind == "completion":
-        prompt, prompt_tokens = completion_prompt(body.get("prompt"))
+        prompt, prompt_tokens, canon = completion_prompt(body.get("prompt"))
         max_tokens = _max_tokens(body, prompt_tokens, context_length, "max_tokens")
         ignore_eos = bool(body.get("ignore_eos", False))
         opts = body
@@ -86,10 +87,11 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
             prompt = prompt[0] if prompt else ""
         if prompt is None and body.get("input_ids") is not None:
             ids = body["input_ids"]
-            prompt = " ".join(map(str, ids))
+            prompt = canon = tokens.ids_text(ids)
             prompt_tokens = len(ids)
         elif isinstance(prompt, str):
-            prompt_tokens = max(1, tokens.count(prompt))
+            n, canon = tokens.count_and_canonical(prompt)
+            prompt_tokens = max(1, n)
         else:
             raise BadRequest("Either text or input_ids should be provided.")
         sp = body.get("sampling_params") or {}
@@ -101,15 +103,16 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
     ans = textgen.answer(prompt, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=seed,
                          wrong_answer_rate=wrong_answer_rate)
     rid = uuid.uuid4().hex
-    # Acceptance draws are seeded by what was asked, not by arrival: deterministic for a seed.
-    draw_seed = zlib.crc32(f"{seed}:{max_tokens}:{prompt}".encode())
+    # Acceptance draws are seeded by what was asked, not by arrival: deterministic for a seed,
+    # and the same for a prompt sent as text or as its token ids.
+    draw_seed = zlib.crc32(f"{seed}:{max_tokens}:{canon}".encode())
     req = Request(rid=rid, pieces=ans.pieces, finish_reason=ans.finish_reason,
                   prompt_tokens=prompt_tokens, seed=draw_seed)
     return req, opts
 
 
-def completion_prompt(prompt: Any) -> tuple[str, int]:
-    """(text that seeds the answer, prompt tokens) of a /v1/completions prompt.
+def completion_prompt(prompt: Any) -> tuple[str, int, str]:
+    """(text that seeds the answer, prompt tokens, canonical form) of a /v1/completions prompt.
 
     SGLang takes a string, a list of token ids (counted as given: no special
     tokens are added), or a batch of either; the sim serves one prompt per
@@ -118,9 +121,11 @@ def completion_prompt(prompt: Any) -> tuple[str, int]:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
     if tokens.is_token_ids(prompt):
-        return tokens.ids_text(prompt), len(prompt)
+        text = tokens.ids_text(prompt)
+        return text, len(prompt), text
     if isinstance(prompt, str):
-        return prompt, max(1, tokens.count(prompt))
+        n, canon = tokens.count_and_canonical(prompt)
+        return prompt, max(1, n), canon
     raise BadRequest("prompt must be a string or a list of token ids (the simulator serves one prompt "
                      "per request)")
 

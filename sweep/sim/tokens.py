@@ -137,3 +137,15 @@ def is_token_ids(value: Any) -> bool:
 def ids_text(ids: Sequence[int]) -> str:
     """A stable text stand-in for a token-id prompt (seeds the answer)."""
     return " ".join(map(str, ids))
+
+
+def count_and_canonical(text: str) -> tuple[int, str]:
+    """(tokens, identity) of a text prompt, tokenizing it once.
+
+    The identity is its token ids under a tokenizer file (so a text and the
+    ids it encodes to are one prompt, see :func:`ids_text`), else the text.
+    """
+    if isinstance(_active, HFTokenizer):
+        ids = _active.encode(text)
+        return len(ids), ids_text(ids)
+    return _active.count(text), text

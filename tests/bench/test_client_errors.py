@@ -135,11 +135,12 @@ def test_keep_alive_pool_is_sized_to_the_concurrency(double):
     cells = run_matrix(double.url, workload(requests_per_cell=40, warmup_requests=2), "ok", progress=False,
                        endpoint="chat")
     assert cells[0].errors == 0 and cells[0].requests == 40
-    probes = 3 * 8  # no tokenize route: chat probes (3 drafts, up to 8 rounds) on the admin connection
-    assert 40 + 4 * 2 <= double.requests - before_req <= 40 + 4 * 2 + probes  # 2 warm-ups per connection
+    # 2 warm-ups per connection; no tokenize route, so one-token probes size the prompts -- this
+    # server cannot answer them (it always streams), so the first failures stop all probing
+    assert 40 + 4 * 2 <= double.requests - before_req <= 40 + 4 * 2 + 4
     # 4 streaming connections (opened and warmed before the window) reused for every request,
-    # plus the admin client's (up to 3 probes in parallel, then /flush_cache on one of them)
-    assert double.connections - before_conn <= 4 + 3
+    # plus the admin client's (up to 4 probes in parallel, then /flush_cache on one of them)
+    assert double.connections - before_conn <= 4 + 4
 
 
 def test_poisson_latency_counts_from_the_scheduled_arrival(double):
