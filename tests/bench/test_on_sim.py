@@ -43,9 +43,13 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
         sum(r.meta_completion_tokens or r.completion_tokens for r in cell.results)
         / sum(r.spec_verify_ct for r in cell.results), abs=1e-3)
     assert trial_accept_len(cells) == d["accept_len"]
-    assert d["prompt_tokens_mean"] and d["prompt_tokens_mean"] > 0
-    for key in ("ttft_ms_p50", "itl_ms_p50", "tpot_ms_p50", "e2e_ms_p50"):
+    assert d["prompt_tokens_mean"] == d["context"] and d["prompt_sizing"] == "tokenize"
+    for key in ("ttft_ms_p50", "ttft_ms_mean", "itl_ms_p50", "step_ms_p50", "tpot_ms_p50", "e2e_ms_p50"):
         assert d[key] is not None and d[key] >= 0
+    # per token vs per verify step: the step carries ~accept_len tokens, counted from running usage
+    assert d["itl_tokens"] == "counted"
+    assert sum(len(r.itl_s()) for r in cell.results) == sum(r.completion_tokens - 1 for r in cell.results)
+    assert sum(len(r.step_s) for r in cell.results) == sum(r.chunks - 1 for r in cell.results)
     assert d["output_tok_s"] > 0 and d["per_stream_tok_s"] > 0
     assert cell.flushed == "ok"
 

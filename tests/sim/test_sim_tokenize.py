@@ -57,6 +57,15 @@ def test_tokenize_route_matches_usage_and_sglang_models(sim_server) -> None:
         ids = list(range(100, 357))
         by_ids = c.post("/v1/completions", json={"model": "m", "prompt": ids, "max_tokens": 3}).json()
         assert by_ids["usage"]["prompt_tokens"] == len(ids)
+        stream = c.post("/v1/completions", json={
+            "model": "m", "prompt": ids, "max_tokens": 40, "ignore_eos": True, "stream": True,
+            "return_spec_tokens_details": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+        evs = events(stream.text)
+        for e in evs:  # what the harness sends by default: SGLang's completion chunk shapes
+            proto.CompletionStreamResponse.model_validate(e)
+        running = [e["usage"]["completion_tokens"] for e in evs if e["choices"] and e["choices"][0]["text"]]
+        assert running == sorted(running) and running[-1] == 40 and evs[-1]["usage"]["prompt_tokens"] == len(ids)
         bad = c.post("/v1/tokenize", json={"prompt": text, "messages": msgs})
         assert bad.status_code == 400 and proto.ErrorResponse.model_validate(bad.json()).code == 400
 
