@@ -137,7 +137,9 @@ class Stream:
             try:
                 ev = loads(data)
                 usage = ev.get("usage")
-                if usage or "error" in ev or "meta_info" in ev or "sglext" in ev or "object" not in ev:
+                if usage:  # running usage rides on every chunk: kept here, not in the rare path
+                    self.usage = usage
+                if "error" in ev or "meta_info" in ev or "sglext" in ev or "object" not in ev:
                     err = self._rare(ev)
                     if err:
                         break
