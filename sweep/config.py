@@ -25,6 +25,7 @@ from sweep import _bench_checks
 from sweep.errors import ConfigError
 
 CODING_EVALS = ("five", "humaneval", "off")
+SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # workload.sandbox.mechanism, docs/sandbox.md
 LAUNCH_MODES = ("systemd", "process")
 
 
@@ -125,6 +126,7 @@ class Workload:
     humaneval_limit: int
     sandbox_timeout_s: float
     sandbox_memory_mb: int
+    sandbox_mechanism: str = "auto"          # auto | bwrap | fallback (docs/sandbox.md)
     prompt_source: str = "text"       # text | random_ids | dataset
     dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
     seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
@@ -353,8 +355,16 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         humaneval_limit=_int(node, p, "humaneval_limit", lo=1, optional=True) or 20,
         sandbox_timeout_s=_float(sandbox, f"{p}.sandbox", "timeout_s", lo=0.1, optional=True) or 10.0,
         sandbox_memory_mb=_int(sandbox, f"{p}.sandbox", "memory_mb", lo=16, optional=True) or 512,
+        sandbox_mechanism=_sandbox_mechanism(sandbox, f"{p}.sandbox.mechanism"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
     )
+
+
+def _sandbox_mechanism(node: Any, key: str) -> str:
+    value = node.get("mechanism", "auto")
+    if value not in SANDBOX_MECHANISMS:
+        raise ConfigError(key, f"must be one of {', '.join(SANDBOX_MECHANISMS)}, got {value!r}")
+    return str(value)
 
 
 def _check_server_needs(server: Server, spec: Spec, model: Model) -> None:

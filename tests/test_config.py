@@ -41,6 +41,7 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
     ("workload.contexts=[-5]", "workload.contexts", "in [1, 262144]"),
     ("workload.contexts=[300000]", "workload.contexts", "in [1, 262144]"),
     ("workload.coding=maybe", "workload.coding", "five, humaneval, off"),
+    ("workload.sandbox.mechanism=docker", "workload.sandbox.mechanism", "auto, bwrap, fallback"),
     ("server.port=70000", "server.port", "in [1, 65535]"),
     ("hardware.ep=3", "hardware.ep", "must divide hardware.tp=8"),
     ("spec.budget=abc", "spec.budget", "integer"),

@@ -163,8 +163,7 @@ class ProblemResult:
 class CodingResult:
     eval: str
     problems: list[ProblemResult]
-    network_isolated: bool | None = None   # None: nothing was run in the sandbox
-    fs_readonly: bool | None = None
+    sandbox: dict[str, Any] | None = None  # what the sandbox verifiably enforced; None: nothing ran
 
     @property
     def passed(self) -> int:
@@ -184,11 +183,10 @@ class CodingResult:
         return round(sum(speeds) / len(speeds), 3) if speeds else None
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``coding`` entry of result.json (plus how strong the sandbox was)."""
+        """The ``coding`` entry of result.json (plus what the sandbox enforced)."""
         return {"eval": self.eval, "passed": self.passed, "total": self.total,
                 "pass_rate": self.pass_rate, "mean_tok_s": self.mean_tok_s,
-                "problems": [p.to_dict() for p in self.problems],
-                "sandbox": {"network_isolated": self.network_isolated, "fs_readonly": self.fs_readonly}}
+                "problems": [p.to_dict() for p in self.problems], "sandbox": self.sandbox}
 
 
 async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str, *,
@@ -200,8 +198,9 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
 
     probs = problems_for(workload)
     results: list[ProblemResult] = []
-    isolated: bool | None = None
-    readonly: bool | None = None
+    enforced: dict[str, Any] | None = None
+    limits = {"timeout_s": workload.sandbox_timeout_s, "memory_mb": workload.sandbox_memory_mb,
+              "mechanism": workload.sandbox_mechanism}
     with _progress_bar(progress) as bar:
         task = bar.add_task(f"coding eval ({workload.coding})", total=len(probs), tok_s="")
         async with make_client(base_url.rstrip("/"), concurrency=1, api_key=api_key,
@@ -217,22 +216,22 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                                                  rec.text))
                 else:
                     try:
+                        if enforced is None:  # the self-check, once, through the same path
+                            enforced = await asyncio.to_thread(
+                                sandbox.enforced, workload.sandbox_memory_mb, workload.sandbox_timeout_s,
+                                workload.sandbox_mechanism)
                         run = await asyncio.to_thread(sandbox.run_python, program_for(prob, rec.text),
-                                                      timeout_s=workload.sandbox_timeout_s,
-                                                      memory_mb=workload.sandbox_memory_mb)
-                    except OSError as exc:  # no temp dir, no interpreter...: a failed problem, said why
+                                                      **limits)
+                    except OSError as exc:  # no bwrap when forced, no temp dir...: failed, said why
                         results.append(ProblemResult(prob.name, False, tok_s, rec.completion_tokens,
                                                      f"sandbox could not run: {exc}", rec.text))
                         bar.advance(task)
                         continue
-                    isolated = run.network_isolated and (isolated is None or isolated)
-                    readonly = run.fs_readonly and (readonly is None or readonly)
                     results.append(ProblemResult(prob.name, run.passed, tok_s, rec.completion_tokens,
                                                  run.error, rec.text))
                 bar.advance(task)
                 bar.update(task, tok_s=f"{sum(r.passed for r in results)}/{len(results)} passed")
-    return CodingResult(eval=workload.coding, problems=results, network_isolated=isolated,
-                        fs_readonly=readonly)
+    return CodingResult(eval=workload.coding, problems=results, sandbox=enforced)
 
 
 def run_coding_eval(base_url: str, workload: "Workload", model_name: str, *,

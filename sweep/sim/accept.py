@@ -1,26 +1,35 @@
-"""Acceptance: how many drafted tokens a verify step accepts.
+"""Acceptance: how many drafted tokens a verify step accepts, and the tree it verifies.
 
 DDTree builds its draft tree best-first from the drafter's per-position
-distributions until ``budget`` nodes are spent, at most ``topk`` candidates
-per depth, depth <= the DFlash block. Since at most one node per depth is
-the target's token, the expected accepted length is 1 (bonus token) + the
-sum of the chosen prefixes' probabilities, and P(at least d accepted) is the
-sum at depth d -- so one survival vector gives both the mean and the
-per-step draw. A chain (topk = 1, DFlash) is the special case of one node
-per depth. Parameters: ``accept:`` in calibration.yaml; docs/simulator.md.
+distributions until ``budget`` nodes are spent: each position offers its
+``topk`` most likely tokens, so a node's children are at most ``topk``
+candidates, and depth is at most the DFlash block minus its anchor token
+(block - 1). At depth d the drafter's top-1 candidate is right (given the
+prefix) with probability p_d = p0 * s * decay^(d-1); the r-th (r >= 2) takes
+(1 - p_d)(1 - rho) rho^(r-2) of the miss. A prefix's probability is the
+product along its path. Since at most one node per depth is the target's
+token, P(at least d drafted tokens accepted) = S_d = the sum of the chosen
+depth-d prefixes' probabilities, and
+
+    E[accepted per step] = 1 (the bonus token) + sum_d S_d.
+
+``s`` gathers what moves the drafter: its window (context beyond it is
+invisible), how far into its answer the request is (drift), and a
+per-request difficulty. ``topk = 1`` is a chain (deep and narrow, at most
+block - 1 nodes, whatever the budget); larger topk lets best-first spend
+the budget on siblings (wider and shallower). docs/simulator.md has the
+equations and tables.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
-
-def _cal() -> dict[str, Any]:
-    from sweep.sim.perf import calibration
-
-    return calibration()["accept"]
+SEGMENT_TOKENS = 64  # resolution of the answer-position integral in mean acceptance
 
 
 def family(spec: Mapping[str, Any]) -> str:
@@ -32,84 +41,130 @@ def family(spec: Mapping[str, Any]) -> str:
     return "eagle"
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a spec drafts and verifies per request per step."""
+
+    fam: str
+    budget: int       # DDTree node budget (EAGLE: draft tokens - 1; DFlash: block - 1)
+    topk: int         # candidates per position
+    depth: int        # deepest node
+    nodes: int        # drafted nodes actually verified
+    width: int        # tokens verified per request per step (nodes + the root/bonus)
+    tree: bool        # a tree (custom attention mask) rather than a chain (causal)
+    positions: int    # drafter positions per forward (DFlash block; EAGLE topk)
+    forwards: int     # drafter forwards per step (EAGLE: num_steps)
+    window: int | None
+
+
+def _max_nodes(topk: int, depth: int) -> int:
+    return depth if topk <= 1 else min(10**6, sum(topk ** d for d in range(1, depth + 1)))
+
+
+@lru_cache(maxsize=512)
+def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, num_steps: int | None,
+           window: int | None) -> Shape:
+    fam = family({"algorithm": algo})
+    if fam == "none":
+        return Shape("none", 0, 0, 0, 0, 1, False, 0, 0, None)
+    blk = int(block or budget or 8)
+    if fam == "ddtree":
+        b, k, depth = int(budget or 8), max(1, int(topk or 1)), max(1, blk - 1)
+        nodes = min(b, _max_nodes(k, depth))
+        return Shape(fam, b, k, depth, nodes, nodes + 1, k > 1, blk, 1, window)
+    if fam == "dflash":
+        depth = max(1, blk - 1)
+        return Shape(fam, depth, 1, depth, depth, blk, False, blk, 1, window)
+    steps = int(num_steps or block or 3)
+    k = max(1, int(topk or 1))
+    width = int(budget or steps + 1)
+    return Shape(fam, max(1, width - 1), k, steps, max(1, width - 1), width, k > 1, k, steps, window)
+
+
+def shape_of(spec: Mapping[str, Any]) -> Shape:
+    """The verify shape of a spec mapping (algorithm, budget, topk, window, block, num_steps)."""
+    w = spec.get("window")
+    return _shape(str(spec.get("algorithm") or "none").lower(), spec.get("budget"), spec.get("topk"),
+                  spec.get("block"), spec.get("num_steps"), int(w) if w else None)
+
+
 def verify_width(spec: Mapping[str, Any]) -> int:
     """Tokens the target verifies per request per step (root/bonus included)."""
-    fam = family(spec)
-    if fam == "none":
-        return 1
-    budget = int(spec.get("budget") or spec.get("block") or 8)
-    if fam == "ddtree":
-        return budget + 1
-    if fam == "dflash":
-        return int(spec.get("block") or budget)
-    return budget
+    return shape_of(spec).width
 
 
-@lru_cache(maxsize=4096)
-def _depth_survival(fam: str, budget: int, topk: int, depth: int, p_scale_milli: int) -> tuple[float, ...]:
-    """S_d = P(at least d drafted tokens accepted), d = 1..depth.
-
-    The tree is the ``budget`` most probable prefixes (best-first, as DDTree
-    builds it), with at most ``topk`` candidates per depth; for a chain
-    (topk = 1) that is simply the first ``budget`` depths. Since at most one
-    node per depth is right, S_d is the sum of chosen nodes' probabilities at d.
-    """
-    acc = _cal()
-    scale = p_scale_milli / 1000.0
-    p = [min(0.995, acc["p0"] * scale * acc["decay"] ** d) for d in range(depth)]
-    rho = acc["rho"]
+@lru_cache(maxsize=16384)
+def tree(nodes: int, topk: int, depth: int, p0: float, decay: float, rho: float,
+         scale: float) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(S_d for d = 1..depth, nodes chosen at each depth) of the best-first tree."""
+    p = [min(0.995, p0 * scale * decay ** d) for d in range(depth)]
 
     def rank_prob(d: int, r: int) -> float:
         return p[d] if r == 1 else (1 - p[d]) * (1 - rho) * rho ** (r - 2)
 
     survival = [0.0] * depth
-    # heap of (-prob, depth index, rank, parent prob)
-    heap: list[tuple[float, int, int, float]] = [(-rank_prob(0, 1), 0, 1, 1.0)]
+    count = [0] * depth
+    heap: list[tuple[float, int, int, float]] = [(-rank_prob(0, 1), 0, 1, 1.0)]  # (-prob, depth, rank, parent)
     chosen = 0
-    while heap and chosen < budget:
+    while heap and chosen < nodes:
         neg, d, r, parent = heapq.heappop(heap)
         prob = -neg
         survival[d] += prob
+        count[d] += 1
         chosen += 1
-        if r < topk:  # next sibling at the same depth
+        if r < topk:  # the next candidate of the same position
             heapq.heappush(heap, (-(parent * rank_prob(d, r + 1)), d, r + 1, parent))
-        if d + 1 < depth:  # first child
+        if d + 1 < depth:  # the top candidate of the next position
             heapq.heappush(heap, (-(prob * rank_prob(d + 1, 1)), d + 1, 1, prob))
-    return tuple(min(1.0, s) for s in survival)
+    return tuple(min(1.0, s) for s in survival), tuple(count)
 
 
-def _p_scale(spec: Mapping[str, Any], context: int) -> float:
-    acc = _cal()
-    scale = 1.0
-    if family(spec) == "eagle":
-        scale *= acc["eagle_p_scale"]
-    window = spec.get("window")
-    if window and context > int(window):
-        scale *= 1.0 - acc["window_loss"] * (1.0 - int(window) / context)
-    return scale
+def p_scale(shape: Shape, cal: Mapping[str, float], context: float, generated: float = 0.0) -> float:
+    """What moves the drafter's hit probability at this point of a request.
+
+    Window: a drafter that sees w of c context tokens loses
+    window_loss * (1 - w/c). Drift: ``generated`` tokens into its answer,
+    the hit probability has fallen by drift_amp * (1 - exp(-generated / drift_tokens)).
+    """
+    scale = cal["eagle_p_scale"] if shape.fam == "eagle" else 1.0
+    if shape.window and context > shape.window:
+        scale *= 1.0 - cal["window_loss"] * (1.0 - shape.window / context)
+    return scale * (1.0 - cal["drift_amp"] * (1.0 - math.exp(-max(0.0, generated) / cal["drift_tokens"])))
 
 
-def survival(spec: Mapping[str, Any], context: int, request_scale: float = 1.0) -> tuple[float, ...]:
-    """Per-depth survival probabilities for this spec at this context (cached)."""
-    fam = family(spec)
-    if fam == "none":
+def survival(shape: Shape, cal: Mapping[str, float], scale: float) -> tuple[float, ...]:
+    if shape.fam == "none":
         return ()
-    budget = int(spec.get("budget") or spec.get("block") or 8)
-    block = int(spec.get("block") or budget)
-    if fam == "ddtree":
-        topk, nodes, depth = int(spec.get("topk") or 1), budget, block
-    elif fam == "dflash":
-        topk, nodes, depth = 1, block - 1, block - 1
-    else:
-        steps = int(spec.get("num_steps") or block or 3)
-        topk, nodes, depth = int(spec.get("topk") or 1), budget - 1, steps
-    scale = _p_scale(spec, context) * request_scale
-    return _depth_survival(fam, max(1, nodes), max(1, topk), max(1, depth), int(round(scale * 1000)))
+    return tree(shape.nodes, shape.topk, shape.depth, cal["p0"], cal["decay"], cal["rho"], scale)[0]
 
 
-def accept_length(spec: Mapping[str, Any], context: int = 60) -> float:
-    """Expected tokens per verify step (bonus token included); 1.0 without spec."""
-    return 1.0 + sum(survival(spec, context))
+def moments(surv: tuple[float, ...]) -> tuple[float, float]:
+    """Mean and variance of the tokens one verify step yields (bonus included)."""
+    mean = 1.0 + sum(surv)
+    second = sum((2 * d + 1) * s for d, s in enumerate(surv))  # E[N^2] of the drafted part
+    return mean, max(0.0, second - (mean - 1.0) ** 2)
+
+
+def segments(max_tokens: int) -> list[tuple[float, float]]:
+    """(answer position at the middle, tokens) slices of a generation after its first token."""
+    rest = max(0, int(max_tokens) - 1)
+    n = max(1, min(16, math.ceil(rest / SEGMENT_TOKENS)))
+    size = rest / n
+    return [(1 + (i + 0.5) * size, size) for i in range(n)] if rest else []
+
+
+def mean_accept(spec: Mapping[str, Any], cal: Mapping[str, float], context: int = 60,
+                max_tokens: int = 512) -> float:
+    """Tokens per verify step over a whole generation (what SGLang's counters give)."""
+    shape = shape_of(spec)
+    if shape.fam == "none":
+        return 1.0
+    steps = tokens = 0.0
+    for pos, size in segments(max_tokens):
+        a = moments(survival(shape, cal, p_scale(shape, cal, context + pos, pos)))[0]
+        steps += size / a
+        tokens += size
+    return tokens / steps if steps else moments(survival(shape, cal, p_scale(shape, cal, context)))[0]
 
 
 def draw_accepted(surv: tuple[float, ...], u: float) -> int:

@@ -107,7 +107,8 @@ def build_app(state: SimState) -> Starlette:
                                  "memory_usage": {"weight": 0.0, "kvcache": 0.0}}],
             "simulated": True,
             "sim": {"hardware": args.hardware.get("name"), "spec": dict(args.spec),
-                    "time_scale": args.sim_time_scale, "seed": args.sim_seed},
+                    "time_scale": args.sim_time_scale, "seed": args.sim_seed,
+                    "calibration": state.engine.cal.source},
         })
         return JSONResponse(json.loads(json.dumps(info, default=str)))
 

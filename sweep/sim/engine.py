@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from sweep.sim import perf
 
-SURVIVAL_REFRESH = 256  # tokens of context growth before acceptance is re-evaluated
+SURVIVAL_REFRESH = 32  # answer tokens before acceptance is re-evaluated (drift, window)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class Request:
     first_token_time: float = 0.0
     finish_time: float = 0.0
     surv: tuple[float, ...] = ()
-    surv_ctx: int = -1
+    surv_pos: int = -1               # answer position of the last acceptance refresh
     rng: random.Random | None = None
     scale: float = 1.0
 
@@ -104,8 +104,11 @@ class Engine:
                  disable_cuda_graph: bool, cuda_graph_max_bs: int, decode_log_interval: int,
                  log: Callable[[str], None]) -> None:
         self.hardware, self.model, self.spec = hardware, model, spec
-        self.family = perf.family(spec)
-        self.width = perf.verify_width(spec)
+        self.cal = perf.calibration(hardware)  # the box's calibration, or the priors
+        self.box = perf.box_of(hardware, model)
+        self.shape = perf.shape_of(spec)
+        self.family = self.shape.fam
+        self.width = self.shape.width
         self.time_scale = time_scale
         self.seed = seed
         self.max_running = max(1, max_running)
@@ -121,7 +124,7 @@ class Engine:
         self.stats = Stats()
         self.wake = asyncio.Event()
         self.clock = 0.0
-        self.sigma = float(perf.calibration()["accept"]["request_sigma"])
+        self.sigma = float(self.cal["request_sigma"])
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ API
@@ -197,8 +200,7 @@ class Engine:
             self.log(f"Prefill batch, #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
                      f"#token: {used_now}, token usage: {used_now / self.max_total_tokens:.2f}, "
                      f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, ")
-        ms = perf.prefill_ms(self.hardware, self.model, self.spec, new_tokens=new_tokens,
-                             context_sum=quad, disable_cuda_graph=self.disable_cuda_graph)
+        ms = perf.prefill_ms_box(self.box, self.cal.values, self.shape, new_tokens, quad)
         await self._advance(ms)
         now = time.time()
         for req in batch:
@@ -215,8 +217,7 @@ class Engine:
         batch = self.running
         ctx_sum = float(sum(r.context for r in batch))
         graph = not self.disable_cuda_graph and len(batch) <= self.cuda_graph_max_bs
-        ms = perf.step_breakdown(self.hardware, self.model, self.spec, batch=len(batch),
-                                 context_sum=ctx_sum, disable_cuda_graph=not graph)["total"]
+        ms = perf.step_ms(self.box, self.cal.values, self.shape, len(batch), ctx_sum, not graph)["total"]
         await self._advance(ms)
         st = self.stats
         spec_on = self.family != "none"
@@ -224,9 +225,10 @@ class Engine:
             if req.aborted:
                 continue
             if spec_on:
-                if req.surv_ctx < 0 or req.context - req.surv_ctx >= SURVIVAL_REFRESH:
-                    req.surv = perf.survival(self.spec, req.context, req.scale)
-                    req.surv_ctx = req.context
+                if req.surv_pos < 0 or req.pos - req.surv_pos >= SURVIVAL_REFRESH:
+                    scale = perf.p_scale(self.shape, self.cal.values, req.context, req.pos) * req.scale
+                    req.surv = perf.survival(self.shape, self.cal.values, round(scale, 5))
+                    req.surv_pos = req.pos
                 n = perf.draw_accepted(req.surv, req.rng.random())  # type: ignore[union-attr]
             else:
                 n = 1

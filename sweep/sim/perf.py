@@ -1,51 +1,81 @@
-"""The simulator's performance model: step time and acceptance from physics.
+"""The simulator's performance model: the time of one decode/verify step and of a prefill.
 
-Pure and importable (no I/O beyond reading ``calibration.yaml`` once): the
-sim server asks it how long each batched decode step takes and how many
-tokens each request accepts; the rest of the project can ask it what-if
-questions through :func:`estimate` and :func:`startup_failure`.
+Pure functions of public figures (hardware and model configs) and the box's
+constants (``constants.for_hardware``: a calibration, or the priors). The sim
+server asks it how long each batched step takes; :mod:`sweep.sim.cells` turns
+steps into a benchmark cell's figures; :mod:`sweep.sim.predict` is the
+what-if API. One step of B requests verifying W tokens each (T = B*W), per GPU:
 
-A decode (or verify) step on one GPU costs
+    weights = dense/tp / (BW*dense_eff) + distinct experts' INT4 bytes / (BW*moe_eff)
+    kv      = sum(context) * MLA latent bytes / (BW*kv_eff)          (x tree-mask penalty)
+    compute = (T * 2 * active params + W * sum(context) * attention flops) / tp / (TFLOPS*compute_eff)
+    gpu     = max(weights + kv, compute) + overlap * min(...)
+    comm    = TP: 2 AllReduce per layer | EP: attention AllReduce + dispatch/combine all-to-all
+    step    = gpu + comm + layers*layer_overhead + step_overhead + B*request + T*token
+              + spec overhead + drafter forward + tree construction
 
-    gpu    = max(mem, compute) + overlap_penalty * min(mem, compute)
-    mem    = (dense weights/tp + distinct experts' bytes on the busiest GPU + KV reads) / (BW * eff)
-    comm   = per-layer AllReduce (TP) or all-to-all (EP, MoE layers)
-    step   = gpu + comm + layers * kernel overhead + fixed step overhead + draft + tree + spec bookkeeping
-
-where the distinct experts a step touches grow with the verified tokens
-T = batch * verify width: E[distinct] = E * (1 - (1 - k/E)^T). That is what
-makes big draft trees cheap at concurrency 1 and expensive at high
-concurrency. Equations and the calibration fit: docs/simulator.md.
+Distinct experts per MoE layer grow with T until every expert is read:
+E * (1 - (1 - k/E)^T). Equations and the reasons for each term: docs/simulator.md.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
+from sweep.sim import constants
 from sweep.sim.accept import (  # noqa: F401 - re-exported: perf is the public API
-    accept_length, draw_accepted, family, survival, verify_width,
+    Shape,
+    draw_accepted,
+    family,
+    mean_accept,
+    p_scale,
+    shape_of,
+    survival,
+    verify_width,
 )
+from sweep.sim.constants import Calibration
 
-CALIBRATION_FILE = Path(__file__).with_name("calibration.yaml")
-TREE_FAMILIES = ("ddtree",)
 CUDA_GRAPH_MAX_BS = 256  # SGLang's default graph batch-size ceiling on large GPUs
 BLOCK_FAMILIES = ("dflash", "ddtree")
 
 
-@lru_cache(maxsize=1)
-def calibration() -> dict[str, Any]:
-    """The calibration constants (read once)."""
-    with CALIBRATION_FILE.open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+# --------------------------------------------------------------------------- model x hardware
 
 
-# --------------------------------------------------------------------------- model shape
+@dataclass(frozen=True, slots=True)
+class Box:
+    """Public figures of one model on one hardware layout (per whole model; per GPU where named)."""
+
+    h: float
+    layers: int
+    moe_layers: int
+    dense_layers: int
+    experts: float
+    k: float
+    expert_bytes_layer: float
+    dense_bytes: float
+    head_bytes: float
+    active_params: float
+    attn_flops_per_key: float
+    prefill_attn_flops_per_key: float
+    kv_bytes_token: float
+    weights_gb: float
+    draft_layers: float
+    draft_layer_params: float
+    draft_block: int
+    vision: bool
+    tp: int
+    ep: int
+    bw: float
+    flops: float
+    link_bw: float
+    alpha: float
+    nvlink: bool
+    mem_gb: float
 
 
 def _arch(model: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -53,8 +83,8 @@ def _arch(model: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @lru_cache(maxsize=64)
-def _shape(arch_json: str) -> dict[str, float]:
-    """Parameter and byte counts of the target model (per whole model, not per GPU)."""
+def _shape(arch_json: str) -> dict[str, Any]:
+    """Parameter and byte counts of the target model (whole model, not per GPU)."""
     a = json.loads(arch_json)
     h = float(a.get("hidden_size", 7168))
     layers = int(a.get("layers", 61))
@@ -76,53 +106,59 @@ def _shape(arch_json: str) -> dict[str, float]:
     d_bytes = float(a.get("dense_weight_bits", 16)) / 8.0
     kv_bytes = float(a.get("kv_cache_bits", 16)) / 8.0
     k = float(a.get("experts_per_token", 8))
+    experts = float(a.get("routed_experts", 384))
     dense_params = layers * attn + moe_layers * shared + dense_layers * dense_mlp + head
     draft = a.get("draft") or {}
-    d_layers = float(draft.get("layers", 5))
     return {
         "h": h, "layers": layers, "moe_layers": moe_layers, "dense_layers": dense_layers,
-        "experts": float(a.get("routed_experts", 384)), "k": k,
+        "experts": experts, "k": k,
         "expert_bytes_layer": expert * e_bytes,
         "dense_bytes": dense_params * d_bytes,
         "head_bytes": head * d_bytes,
         "active_params": dense_params + moe_layers * k * expert,
+        # decode/verify: MLA absorbed into the latent (q.k over kv_lora + rope, p.v over kv_lora)
         "attn_flops_per_key": layers * heads * (kv_lora + rope + kv_lora) * 2.0,
+        # prefill: MLA as plain multi-head attention (q.k over nope + rope, p.v over v_head_dim)
+        "prefill_attn_flops_per_key": layers * heads * (nope + rope + v_dim) * 2.0,
         "kv_bytes_token": layers * (kv_lora + rope) * kv_bytes,
-        "weights_gb": float(a.get("weights_gb", (dense_params * d_bytes
-                                                  + moe_layers * float(a.get("routed_experts", 384))
-                                                  * expert * e_bytes) / 1e9)),
-        "draft_layers": d_layers,
+        "weights_gb": float(a.get("weights_gb", (dense_params * d_bytes + moe_layers * experts * expert * e_bytes)
+                                  / 1e9)),
+        "draft_layers": float(draft.get("layers", 5)),
         "draft_layer_params": 4.0 * h * h + dense_mlp,
-        "draft_block": float(draft.get("block_size", 8)),
+        "draft_block": int(draft.get("block_size", 8)),
         "vision": bool(a.get("vision_tower", False)),
     }
 
 
-def shape(model: Mapping[str, Any]) -> dict[str, float]:
+def shape(model: Mapping[str, Any]) -> dict[str, Any]:
     """Model figures derived from ``model["arch"]`` (cached per distinct arch)."""
     return _shape(json.dumps(_arch(model), sort_keys=True, default=str))
 
 
-# --------------------------------------------------------------------------- hardware
-
-
-def _hw(hardware: Mapping[str, Any]) -> dict[str, float]:
+@lru_cache(maxsize=128)
+def _box(key: str) -> Box:
+    hardware, arch = json.loads(key)
+    sh = _shape(json.dumps(arch, sort_keys=True, default=str))
     perf = hardware.get("perf") or {}
     n = int(hardware.get("num_gpus") or 8)
-    tp = int(hardware.get("tp") or n)
-    ep = int(hardware.get("ep") or 1)
-    return {
-        "n": n, "tp": max(1, tp), "ep": max(1, ep),
-        "bw": float(perf.get("mem_bw_tbs", 8.0)) * 1e12,
-        "flops": float(perf.get("fp8_tflops", 2000)) * 1e12,
-        "link_bw": float(perf.get("link_bw_gbs", 900)) * 1e9,
-        "alpha": float(perf.get("link_latency_us", 3.0)) * 1e-6,
-        "nvlink": bool(perf.get("nvlink", True)),
-        "mem_gb": float(hardware.get("memory_gb") or 80),
-    }
+    return Box(**sh, tp=max(1, int(hardware.get("tp") or n)), ep=max(1, int(hardware.get("ep") or 1)),
+               bw=float(perf.get("mem_bw_tbs", 8.0)) * 1e12, flops=float(perf.get("fp8_tflops", 2000)) * 1e12,
+               link_bw=float(perf.get("link_bw_gbs", 900)) * 1e9,
+               alpha=float(perf.get("link_latency_us", 3.0)) * 1e-6, nvlink=bool(perf.get("nvlink", True)),
+               mem_gb=float(hardware.get("memory_gb") or 80))
 
 
-def allreduce_s(hw: Mapping[str, float], nbytes: float, n: int) -> float:
+def box_of(hardware: Mapping[str, Any], model: Mapping[str, Any]) -> Box:
+    """The figures of this model on this hardware (cached)."""
+    hw = {k: hardware.get(k) for k in ("num_gpus", "tp", "ep", "memory_gb")}
+    hw["perf"] = {k: v for k, v in (hardware.get("perf") or {}).items() if k != "calibration"}
+    return _box(json.dumps([hw, _arch(model)], sort_keys=True, default=str))
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def allreduce_s(b: Box, c: Mapping[str, float], nbytes: float, n: int) -> float:
     """One AllReduce of ``nbytes`` over ``n`` GPUs (seconds).
 
     NVLink (NVSwitch): one-shot custom AllReduce, two link latencies plus the
@@ -131,156 +167,175 @@ def allreduce_s(hw: Mapping[str, float], nbytes: float, n: int) -> float:
     """
     if n <= 1:
         return 0.0
-    if hw["nvlink"]:
-        return 2 * hw["alpha"] + (n - 1) * nbytes / n / hw["link_bw"]
-    return 2 * (n - 1) * (hw["alpha"] + nbytes / n / hw["link_bw"])
+    alpha, bw = b.alpha * c["link_latency_factor"], b.link_bw * c["link_bw_eff"]
+    if b.nvlink:
+        return 2 * alpha + (n - 1) * nbytes / n / bw
+    return 2 * (n - 1) * (alpha + nbytes / n / bw)
 
 
-def all_to_all_s(hw: Mapping[str, float], nbytes_per_gpu: float, n: int) -> float:
+def all_to_all_s(b: Box, c: Mapping[str, float], nbytes_per_gpu: float, n: int) -> float:
     """One all-to-all (dispatch or combine): one latency, (n-1)/n of the payload."""
     if n <= 1:
         return 0.0
-    cal = calibration()
-    return hw["alpha"] + cal["a2a_overhead_us"] * 1e-6 + nbytes_per_gpu * (n - 1) / n / hw["link_bw"]
+    return b.alpha * c["link_latency_factor"] + c["a2a_overhead_us"] * 1e-6 \
+        + nbytes_per_gpu * (n - 1) / n / (b.link_bw * c["link_bw_eff"])
 
 
-# --------------------------------------------------------------------------- step time
+def _comm_s(b: Box, c: Mapping[str, float], tokens: float) -> float:
+    """Collectives of one target forward over ``tokens`` tokens."""
+    msg = tokens * b.h * 2.0
+    attn = b.layers * allreduce_s(b, c, msg, b.tp)
+    if b.ep <= 1:
+        return attn + b.layers * allreduce_s(b, c, msg, b.tp)
+    payload = tokens * b.k * b.h * 2.0 / b.ep
+    return attn + b.dense_layers * allreduce_s(b, c, msg, b.tp) \
+        + b.moe_layers * (2 * all_to_all_s(b, c, payload, b.ep) + allreduce_s(b, c, msg, b.tp // b.ep))
 
 
-def _distinct_experts(sh: Mapping[str, float], tokens: float) -> float:
-    e, k = sh["experts"], sh["k"]
-    return e * (1.0 - (1.0 - k / e) ** max(0.0, tokens))
+# --------------------------------------------------------------------------- GPU time
 
 
-def _expert_bytes_per_gpu(sh: Mapping[str, float], hw: Mapping[str, float], tokens: float) -> float:
-    distinct = _distinct_experts(sh, tokens)
-    tp, ep = hw["tp"], hw["ep"]
-    if ep <= 1:
-        per_gpu_experts = distinct / tp
+def distinct_experts(b: Box, tokens: float) -> float:
+    """Expected routed experts one MoE layer touches for ``tokens`` tokens (k of E each)."""
+    return b.experts * (1.0 - (1.0 - b.k / b.experts) ** max(0.0, tokens))
+
+
+def _expert_bytes_per_gpu(b: Box, c: Mapping[str, float], tokens: float) -> float:
+    distinct = distinct_experts(b, tokens)
+    if b.ep <= 1:
+        per_gpu = distinct / b.tp
     else:
-        m = distinct / ep
-        busiest = min(sh["experts"] / ep, m + calibration()["ep_imbalance_c"] * math.sqrt(m))
-        per_gpu_experts = busiest / (tp / ep)
-    return per_gpu_experts * sh["expert_bytes_layer"] * sh["moe_layers"]
+        m = distinct / b.ep
+        per_gpu = min(b.experts / b.ep, m + c["ep_imbalance_c"] * math.sqrt(m)) / (b.tp / b.ep)
+    return per_gpu * b.expert_bytes_layer * b.moe_layers
 
 
-def _comm_s(sh: Mapping[str, float], hw: Mapping[str, float], tokens: float) -> float:
-    msg = tokens * sh["h"] * 2.0
-    tp, ep = int(hw["tp"]), int(hw["ep"])
-    attn = sh["layers"] * allreduce_s(hw, msg, tp)
-    if ep <= 1:
-        mlp = sh["layers"] * allreduce_s(hw, msg, tp)
-    else:
-        inner = allreduce_s(hw, msg, tp // ep)
-        payload = tokens * sh["k"] * sh["h"] * 2.0 / ep
-        mlp = sh["dense_layers"] * allreduce_s(hw, msg, tp) \
-            + sh["moe_layers"] * (2 * all_to_all_s(hw, payload, ep) + inner)
-    return attn + mlp
+def _roofline(mem_s: float, comp_s: float, c: Mapping[str, float]) -> float:
+    return max(mem_s, comp_s) + c["overlap_penalty"] * min(mem_s, comp_s)
 
 
-def _gpu_s(mem_bytes: float, flops: float, hw: Mapping[str, float], eff_c: float) -> float:
-    cal = calibration()
-    mem = mem_bytes / (hw["bw"] * cal["mem_efficiency"])
-    comp = flops / (hw["flops"] * eff_c)
-    return max(mem, comp) + cal["overlap_penalty"] * min(mem, comp)
+def _gpu_s(b: Box, c: Mapping[str, float], tokens: float, width: float, context_sum: float,
+           tree: bool, compute_eff: float) -> float:
+    mask = c["tree_mask_penalty"] if tree else 1.0
+    mem = b.dense_bytes / b.tp / (b.bw * c["dense_mem_eff"]) \
+        + _expert_bytes_per_gpu(b, c, tokens) / (b.bw * c["moe_mem_eff"]) \
+        + context_sum * b.kv_bytes_token * mask / (b.bw * c["kv_mem_eff"])
+    flops = (tokens * 2.0 * b.active_params + width * context_sum * b.attn_flops_per_key * mask) / b.tp
+    return _roofline(mem, flops / (b.flops * compute_eff), c)
 
 
-def step_breakdown(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
-                   batch: int, context_sum: float, disable_cuda_graph: bool = False) -> dict[str, float]:
-    """Milliseconds of one batched decode/verify step, by component.
+def _draft_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: float,
+              layer_us: float) -> float:
+    """One drafter pass: DFlash/DDTree one forward over its block, EAGLE num_steps small forwards."""
+    if s.fam in BLOCK_FAMILIES:
+        layers = b.draft_layers
+        seen = min(context_sum / max(1, batch), float(s.window or 1e12))  # the window bounds its KV reads
+        kv = batch * seen * c["draft_kv_bytes_per_token_layer"] * layers / b.tp
+    else:  # EAGLE-style: one layer per step over topk tokens
+        layers = c["eagle_layers_per_step"]
+        kv = context_sum * c["draft_kv_bytes_per_token_layer"] * layers / b.tp
+    tokens = batch * s.positions
+    mem = (layers * b.draft_layer_params * 2.0 + b.head_bytes) / b.tp / (b.bw * c["dense_mem_eff"]) \
+        + kv / (b.bw * c["kv_mem_eff"])
+    flops = tokens * 2.0 * (layers * b.draft_layer_params + b.head_bytes / 2.0) / b.tp
+    gpu = _roofline(mem, flops / (b.flops * c["compute_eff"]), c)
+    comm = 2 * layers * allreduce_s(b, c, tokens * b.h * 2.0, b.tp)
+    return s.forwards * ((gpu + comm) * 1e3 + layers * layer_us * 1e-3)
 
-    ``context_sum`` is the sum of the running requests' current lengths.
-    """
-    cal = calibration()
-    sh, hw = shape(model), _hw(hardware)
-    fam = family(spec)
-    width = verify_width(spec)
+
+def step_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: float,
+            eager: bool = False) -> dict[str, float]:
+    """Milliseconds of one batched decode/verify step, by component (``total`` = their sum)."""
+    width = s.width
     tokens = float(batch * width)
-    tp = hw["tp"]
-    layer_us = cal["layer_overhead_eager_us"] if disable_cuda_graph else cal["layer_overhead_us"]
-    mem = sh["dense_bytes"] / tp + _expert_bytes_per_gpu(sh, hw, tokens) \
-        + context_sum * sh["kv_bytes_token"]
-    flops = (tokens * 2.0 * sh["active_params"] + width * context_sum * sh["attn_flops_per_key"]) / tp
+    layer_us = c["layer_overhead_us"] * (c["eager_factor"] if eager else 1.0)
     out = {
-        "gpu": _gpu_s(mem, flops, hw, cal["compute_efficiency"]) * 1e3,
-        "comm": _comm_s(sh, hw, tokens) * 1e3,
-        "kernels": sh["layers"] * layer_us * 1e-3,
-        "fixed": cal["step_overhead_ms"],
-        "draft": 0.0, "tree": 0.0, "spec": 0.0,
+        "gpu": _gpu_s(b, c, tokens, width, context_sum, s.tree, c["compute_eff"]) * 1e3,
+        "comm": _comm_s(b, c, tokens) * 1e3,
+        "kernels": b.layers * layer_us * 1e-3,
+        "fixed": c["step_overhead_ms"],
+        "batch": (batch * c["request_overhead_us"] + tokens * c["token_overhead_us"]) * 1e-3,
+        "spec": 0.0, "draft": 0.0, "tree": 0.0,
     }
-    if fam != "none":
-        verify_us = cal["verify_layer_overhead_eager_us"] if disable_cuda_graph else cal["verify_layer_overhead_us"]
-        out["spec"] = cal["spec_step_overhead_ms"][fam] + cal["verify_token_overhead_us"] * tokens * 1e-3 \
-            + sh["layers"] * verify_us * 1e-3
-        out["draft"] = _draft_ms(sh, hw, spec, batch, context_sum, layer_us)
-    if fam in TREE_FAMILIES:
-        budget = int(spec.get("budget") or 8)
-        out["tree"] = (cal["tree_build_base_us"] + cal["tree_build_per_node_us"] * budget) \
-            * (1.0 + cal["tree_batch_scale"] * (batch - 1)) * 1e-3
+    if s.fam != "none":
+        out["spec"] = c["spec_overhead_ms"]
+        out["draft"] = _draft_ms(b, c, s, batch, context_sum, layer_us)
+    if s.fam == "ddtree":
+        out["tree"] = c["tree_node_us"] * s.nodes * (1.0 + c["tree_batch_scale"] * (batch - 1)) * 1e-3
     out["total"] = sum(out.values())
     return out
 
 
-def _draft_ms(sh: Mapping[str, float], hw: Mapping[str, float], spec: Mapping[str, Any],
-              batch: int, context_sum: float, layer_us: float) -> float:
-    cal = calibration()
-    tp = hw["tp"]
-    if family(spec) in BLOCK_FAMILIES:
-        layers = sh["draft_layers"]
-        positions = float(spec.get("block") or sh["draft_block"])
-        window = float(spec.get("window") or 1e12)
-        mean_ctx = context_sum / max(1, batch)
-        kv = batch * min(mean_ctx, window) * cal["draft_kv_bytes_per_token_layer"] * layers / tp
-        forwards = 1.0
-    else:  # EAGLE-style: num_steps sequential one-layer forwards of topk tokens
-        layers = float(cal["eagle_layers_per_step"])
-        positions = float(spec.get("topk") or 1)
-        kv = context_sum * cal["draft_kv_bytes_per_token_layer"] * layers / tp
-        forwards = float(spec.get("num_steps") or 3)
-    tokens = batch * positions
-    mem = (layers * sh["draft_layer_params"] * 2.0 + sh["head_bytes"]) / tp + kv
-    flops = tokens * 2.0 * (layers * sh["draft_layer_params"] + sh["head_bytes"] / 2.0) / tp
-    gpu = _gpu_s(mem, flops, hw, cal["compute_efficiency"])
-    comm = 2 * layers * allreduce_s(hw, tokens * sh["h"] * 2.0, int(tp))
-    return forwards * ((gpu + comm) * 1e3 + layers * layer_us * 1e-3)
+def prefill_ms_box(b: Box, c: Mapping[str, float], s: Shape, new_tokens: float, quad: float) -> float:
+    """Milliseconds to prefill ``new_tokens`` prompt tokens (``quad`` = sum of prompt_len^2/2).
+
+    Chunked as SGLang does (--chunked-prefill-size): each chunk streams the
+    weights again; attention over the causal triangle; eager launches; the
+    drafter prefills alongside when speculating.
+    """
+    if new_tokens <= 0:
+        return 0.0
+    chunks = max(1, math.ceil(new_tokens / c["chunked_prefill_tokens"]))
+    per = new_tokens / chunks
+    mem = b.dense_bytes / b.tp / (b.bw * c["dense_mem_eff"]) \
+        + _expert_bytes_per_gpu(b, c, per) / (b.bw * c["moe_mem_eff"])
+    flops = (per * 2.0 * b.active_params + quad / chunks * b.prefill_attn_flops_per_key) / b.tp
+    gpu = _roofline(mem, flops / (b.flops * c["prefill_compute_eff"]), c)
+    if s.fam in BLOCK_FAMILIES:
+        gpu *= 1.0 + b.draft_layers / b.layers
+    layer_us = c["layer_overhead_us"] * c["eager_factor"]  # prefill is not graph-captured
+    one = (gpu + _comm_s(b, c, per)) * 1e3 + b.layers * layer_us * 1e-3 + c["step_overhead_ms"]
+    return chunks * one
+
+
+def kv_capacity(b: Box, c: Mapping[str, float], mem_fraction: float | None = None) -> int:
+    """KV-cache tokens that fit once the weights are loaded (0 = weights don't fit)."""
+    frac = mem_fraction or c["default_mem_fraction"]
+    free = b.mem_gb * 1e9 * frac - b.weights_gb * 1e9 / b.tp
+    return int(free / b.kv_bytes_token) if free > 0 else 0  # MLA latent KV is replicated across TP ranks
+
+
+# --------------------------------------------------------------------------- mapping-level API
+
+
+def calibration(hardware: Mapping[str, Any] | None = None) -> Calibration:
+    """The constants this hardware runs with (its calibration, or the priors)."""
+    return constants.for_hardware(hardware) if hardware is not None else constants.uncalibrated()
+
+
+def step_breakdown(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
+                   batch: int, context_sum: float, disable_cuda_graph: bool = False,
+                   cal: Calibration | None = None) -> dict[str, float]:
+    """Milliseconds of one batched decode/verify step, by component.
+
+    ``context_sum`` is the sum of the running requests' current lengths.
+    """
+    return step_ms(box_of(hardware, model), (cal or calibration(hardware)).values, shape_of(spec), batch,
+                   context_sum, disable_cuda_graph)
 
 
 def prefill_ms(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
-               new_tokens: int, context_sum: float = 0.0, disable_cuda_graph: bool = False) -> float:
+               new_tokens: int, context_sum: float = 0.0, disable_cuda_graph: bool = False,
+               cal: Calibration | None = None) -> float:
     """Milliseconds of one prefill batch of ``new_tokens`` prompt tokens.
 
     ``context_sum`` here is sum over the batch of prompt_len^2 / 2 (causal
-    attention keys visited); the drafter prefills too when speculating.
+    attention keys visited).
     """
-    cal = calibration()
-    sh, hw = shape(model), _hw(hardware)
-    tp = hw["tp"]
-    mem = sh["dense_bytes"] / tp + _expert_bytes_per_gpu(sh, hw, new_tokens)
-    flops = (new_tokens * 2.0 * sh["active_params"] + context_sum * sh["attn_flops_per_key"]) / tp
-    gpu = _gpu_s(mem, flops, hw, cal["prefill_compute_efficiency"])
-    if family(spec) in BLOCK_FAMILIES:
-        gpu *= 1.0 + sh["draft_layers"] / sh["layers"]
-    layer_us = cal["layer_overhead_eager_us"]  # prefill is not graph-captured
-    return (gpu + _comm_s(sh, hw, new_tokens)) * 1e3 + sh["layers"] * layer_us * 1e-3 + cal["step_overhead_ms"]
-
-
-# --------------------------------------------------------------------------- memory
+    return prefill_ms_box(box_of(hardware, model), (cal or calibration(hardware)).values, shape_of(spec),
+                          new_tokens, context_sum)
 
 
 def kv_capacity_tokens(hardware: Mapping[str, Any], model: Mapping[str, Any],
-                       mem_fraction: float | None = None) -> int:
+                       mem_fraction: float | None = None, cal: Calibration | None = None) -> int:
     """KV-cache tokens that fit once the weights are loaded (0 = weights don't fit)."""
-    sh, hw = shape(model), _hw(hardware)
-    frac = mem_fraction or calibration()["default_mem_fraction"]
-    per_gpu_budget = hw["mem_gb"] * 1e9 * frac
-    weights_per_gpu = sh["weights_gb"] * 1e9 / hw["tp"]
-    free = per_gpu_budget - weights_per_gpu
-    if free <= 0:
-        return 0
-    return int(free / sh["kv_bytes_token"])  # MLA latent KV is replicated across TP ranks
+    return kv_capacity(box_of(hardware, model), (cal or calibration(hardware)).values, mem_fraction)
 
 
-# --------------------------------------------------------------------------- public API
+def accept_length(spec: Mapping[str, Any], context: int = 60, *, max_tokens: int = 512,
+                  hardware: Mapping[str, Any] | None = None, cal: Calibration | None = None) -> float:
+    """Mean tokens per verify step over a ``max_tokens`` answer (bonus included); 1.0 without spec."""
+    return mean_accept(spec, (cal or calibration(hardware)).values, context, max_tokens)
 
 
 def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
@@ -296,7 +351,8 @@ def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec:
     --skip-server-warmup).
     """
     server_flags = {str(k).lstrip("-").replace("-", "_"): v for k, v in server_flags.items()}
-    if kv_capacity_tokens(hardware, model, server_flags.get("mem_fraction_static")) < 4096:
+    cal = constants.uncalibrated(hardware)  # memory figures only: no calibration needed
+    if kv_capacity_tokens(hardware, model, server_flags.get("mem_fraction_static"), cal) < 4096:
         return "oom"  # loading the weights fails first
     quirks = hardware.get("quirks") or {}
     max_budget = quirks.get("cuda_graph_max_budget")
@@ -310,31 +366,11 @@ def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec:
 
 
 def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
-             context: int, concurrency: int, max_tokens: int,
-             disable_cuda_graph: bool = False) -> dict[str, float]:
-    """Steady-state figures for one cell: C requests of ``context`` prompt tokens, ``max_tokens`` out.
+             context: int, concurrency: int, max_tokens: int, disable_cuda_graph: bool = False,
+             requests: int | None = None, cal: Calibration | None = None) -> dict[str, float]:
+    """Figures of one benchmark cell (see :func:`sweep.sim.cells.cell`); ``tok_s`` = output tok/s."""
+    from sweep.sim.cells import cell
 
-    The first token comes from prefill; the rest from verify steps at the
-    mean accept length, with the context at its mid-generation length.
-    """
-    c = max(1, int(concurrency))
-    # KV capacity bounds how many run at once; the rest queue (waves).
-    kv = kv_capacity_tokens(hardware, model)
-    running = max(1, min(c, kv // max(1, context + max_tokens))) if kv > 0 else 1
-    mid_ctx = context + max_tokens / 2.0
-    accept = accept_length(spec, int(mid_ctx))
-    step = step_breakdown(hardware, model, spec, batch=running, context_sum=running * mid_ctx,
-                          disable_cuda_graph=disable_cuda_graph or running > CUDA_GRAPH_MAX_BS)
-    prefill = prefill_ms(hardware, model, spec, new_tokens=running * context,
-                         context_sum=running * context * context / 2.0, disable_cuda_graph=disable_cuda_graph)
-    steps = math.ceil(max(0, max_tokens - 1) / accept)
-    e2e = prefill + steps * step["total"]
-    tok_s = running * max_tokens / e2e * 1e3 if e2e > 0 else 0.0
-    width = verify_width(spec)
-    return {
-        "tok_s": tok_s, "per_stream_tok_s": tok_s / c, "accept_len": accept, "running": float(running),
-        "accept_rate": (accept - 1.0) / max(1, width - 1) if width > 1 else 0.0,
-        "step_ms": step["total"], "ttft_ms": prefill, "tpot_ms": step["total"] / accept,
-        "e2e_ms": e2e, "verify_width": float(width), "steps": float(steps),
-        **{f"step_{k}_ms": v for k, v in step.items() if k != "total"},
-    }
+    return cell(box_of(hardware, model), (cal or calibration(hardware)).values, spec, context=context,
+                concurrency=concurrency, max_tokens=max_tokens, requests=requests,
+                disable_cuda_graph=disable_cuda_graph)

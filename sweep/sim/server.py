@@ -20,6 +20,7 @@ from typing import Sequence
 from sweep.sim import cli, faults, logs, perf, tokens
 from sweep.sim import text as textgen
 from sweep.sim.app import SimState, build_app
+from sweep.sim.constants import CalibrationError
 from sweep.sim.engine import Engine
 
 DEFAULT_MAX_RUNNING = 1024
@@ -74,6 +75,7 @@ async def _load(state: SimState, hw: dict, failure: str | None) -> None:
     async def phase(frac: float) -> None:
         await asyncio.sleep(total * frac)
 
+    logs.log(f"specsweep sim: performance model {state.engine.cal.source}")
     logs.scheduler("Init torch distributed begin.")
     await phase(0.05)
     logs.scheduler(f"Init torch distributed ends. mem usage=1.20 GB")
@@ -176,6 +178,11 @@ async def serve(args: cli.SimArgs) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = cli.parse(sys.argv[1:] if argv is None else argv)
+    try:  # a bad calibration path is a usage error, before anything binds or loads
+        perf.calibration(_hardware(args))
+    except CalibrationError as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.exit(2)
     logging.getLogger("asyncio").setLevel(logging.ERROR)
     try:
         asyncio.run(serve(args))

@@ -85,9 +85,11 @@ def test_coding_eval_passes_five_of_five(sim_server):
     for p in d["problems"]:
         assert p["error"] is None and p["completion_tokens"] > 0 and p["tok_s"] > 0
     assert d["mean_tok_s"] > 0
-    from sweep.bench.sandbox import isolation
+    from sweep.bench.sandbox import enforced
 
-    assert d["sandbox"] == isolation()  # recorded as granted (true here when root on Linux)
+    # recorded as the probe verified it, for the workload's own limits
+    assert d["sandbox"] == enforced(tc.workload.sandbox_memory_mb, tc.workload.sandbox_timeout_s, "auto")
+    assert d["sandbox"]["verified"] and d["sandbox"]["memory_limit"]["mb"] == tc.workload.sandbox_memory_mb
 
 
 def test_wrong_answers_fail_the_eval(sim_server):

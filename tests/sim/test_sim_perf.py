@@ -65,35 +65,42 @@ def test_calibration_b300_c1_over_http(sim_server, spec: str, low: float, high: 
     assert low <= rate <= high, f"{spec}: {rate:.1f} tok/s not in [{low:.0f}, {high:.0f}]"
 
 
+def accept(spec: dict[str, Any], context: int = 60) -> float:
+    return perf.accept_length(spec, context, hardware=hw("b300"))
+
+
 def test_estimate_matches_reference_figures() -> None:
     dd = perf.estimate(hw("b300"), MODEL, DDTREE, context=60, concurrency=1, max_tokens=512)
     assert 285 <= dd["tok_s"] <= 303 and dd["accept_len"] == pytest.approx(4.48, abs=0.05)
     assert 126 <= tok_s("b300", NONE) <= 140
     assert 2.0 <= dd["tok_s"] / tok_s("b300", NONE) <= 2.4
-    assert 5.2 <= perf.accept_length(ddtree(16)) <= 5.6 and 6.1 <= perf.accept_length(ddtree(32)) <= 6.6
+    assert 5.2 <= accept(ddtree(16)) <= 5.6 and 6.1 <= accept(ddtree(32)) <= 6.6
 
 
 def test_acceptance_rises_with_budget_with_diminishing_returns() -> None:
-    acc = [perf.accept_length(ddtree(b)) for b in (4, 8, 16, 32, 64, 128)]
+    acc = [accept(ddtree(b)) for b in (4, 8, 16, 32, 64, 128)]
     assert acc == sorted(acc) and acc[-1] < 9.0
     gains_per_node = [(acc[i + 1] - acc[i]) / (b) for i, b in enumerate((4, 8, 16, 32, 64))]
     assert gains_per_node == sorted(gains_per_node, reverse=True)
-    chain = perf.accept_length({**DDTREE, "algorithm": "dflash", "budget": 8, "topk": 1})
-    assert chain <= perf.accept_length(ddtree(8)) and perf.accept_length(ddtree(32, topk=1)) < acc[3]
+    chain = accept({**DDTREE, "algorithm": "dflash", "budget": 8, "topk": 1})
+    assert chain <= accept(ddtree(8)) and accept(ddtree(32, topk=1)) < acc[3]
     # a drafter window shorter than the context loses some acceptance
-    assert perf.accept_length(DDTREE, 16384) < perf.accept_length(DDTREE, 1024)
+    assert accept(DDTREE, 16384) < accept(DDTREE, 1024)
 
 
-def test_throughput_peaks_at_an_intermediate_budget_earlier_at_high_concurrency() -> None:
+def test_budget_peaks_follow_the_moe_regimes() -> None:
+    """At C=1 a wider tree pulls in new experts (the step is expert-streaming bound), so the
+    best budget is interior; at C=64 every expert is read anyway and width is cheap; at C=256
+    the verify tokens' compute dominates and the best budget comes back down."""
     budgets = (4, 8, 16, 32, 64, 128)
 
     def best(c: int) -> int:
         rates = [tok_s("b300", ddtree(b), concurrency=c) for b in budgets]
         peak = max(range(len(budgets)), key=rates.__getitem__)
-        assert 0 < peak < len(budgets) - 1 or c >= 256, (c, rates)  # interior peak
+        assert 0 < peak < len(budgets) - 1, (c, rates)  # interior peak
         return budgets[peak]
 
-    assert best(1) > best(64) >= best(256)
+    assert best(1) < best(64) and best(256) < best(64)
 
 
 def test_pcie_boxes_from_the_physics() -> None:

@@ -1,0 +1,86 @@
+"""The calibration file of one box: what ``python -m sweep.calibrate`` writes.
+
+Deterministic text (no dates, no absolute paths; constants rounded to 4
+significant digits), so the same result files give the same bytes and a
+refit can be checked against the shipped file. Read back by
+:func:`sweep.sim.constants.load`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sweep.sim import constants as K
+from sweep.sim.fit import Fit
+from sweep.sim.measured import Loaded
+
+
+def profiles_for(box: str, seen: set[str]) -> list[str]:
+    """Hardware profiles of this box: the project's conf/hardware ones plus any in the data."""
+    names = set(seen)
+    try:
+        import sweep.conf
+
+        folder = Path(sweep.conf.__file__).parent / "hardware"
+        for path in folder.glob("*.yaml"):
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            if K.box_name(doc) == box:
+                names.add(str(doc.get("name") or path.stem))
+    except (ImportError, OSError, yaml.YAMLError):
+        pass
+    return sorted(names)
+
+
+def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
+    cal = result.calibrations[box]
+    points = [(p, v) for p, v in zip(loaded.points, result.predicted) if p.box == box]
+    files = sorted({p.file for p, _ in points})
+    sha = {path.name: digest for path, digest in loaded.files}
+    idx = [i for i, prm in enumerate(result.params) if prm.box in (None, box)]
+    return {
+        "schema": K.SCHEMA,
+        "box": box,
+        "profiles": profiles_for(box, {str(p.hardware.get("name")) for p, _ in points}),
+        "nvlink": result.boxes[box],
+        "model": sorted({str(p.model.get("name") or "?") for p, _ in points}),
+        "inputs": [{"file": f, "sha256": sha.get(f, "")} for f in files],
+        "constants": {result.params[i].name: cal.values[result.params[i].name] for i in idx},
+        "status": {result.params[i].name: result.status(i) for i in idx},
+        "uncertainty": {
+            "residual_sd_log": cal.residual_sd,
+            "names": list(cal.names),
+            "covariance": [list(row) for row in cal.covariance],
+        },
+        "points": [{"label": p.label, "measured": p.measured, "fitted": float(f"{v:.4g}"),
+                    "error_pct": float(f"{100 * (v / p.measured - 1):.2f}"), "source": p.source}
+                   for p, v in points],
+    }
+
+
+HEADER = """\
+# Calibration of the specsweep simulator (the twin) for box {box!r}.
+# Written by `python -m sweep.calibrate` from real result files (inputs below);
+# refit rather than edit. Loaded by the simulator for the profiles listed
+# (docs/simulator.md, "Calibration"). status: fitted = the data pin it down,
+# weak = partly, prior = the data cannot see it (it stays at its prior).
+"""
+
+
+def render(box: str, result: Fit, loaded: Loaded) -> str:
+    doc = document(box, result, loaded)
+    parts = [HEADER.format(box=box)]
+    for key, value in doc.items():  # constants and status one per line; lists and matrices compact
+        flow = None if isinstance(value, list) or key == "uncertainty" else False
+        parts.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=flow,
+                                    width=120, allow_unicode=False))
+    return "".join(parts)
+
+
+def write(folder: Path, box: str, result: Fit, loaded: Loaded) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{box}.yaml"
+    path.write_text(render(box, result, loaded), encoding="utf-8")
+    return path

@@ -1,0 +1,85 @@
+"""One benchmark cell from the step model: C requests of ``context`` tokens, ``max_tokens`` out.
+
+What the harness measures (sweep/bench/matrix.py) for a closed-loop cell,
+built from the same step and prefill times the sim server runs on:
+
+    running  = min(C, KV capacity / (context + max_tokens))   the rest queue
+    waves    = requests / running                              a freed slot takes the next request
+    gen      = sum over the answer of  tokens / accept(position) * step(running, context + position)
+    tail     = z(running) * cv * sqrt(waves) * steps * step(running / 2)      the slowest request
+    wall     = waves * (prefill(running * context) + gen) + tail
+    output tok/s = requests * max_tokens / wall ; per-stream tok/s = max_tokens / gen
+
+Acceptance changes along the answer (drift, the window once the context
+outgrows it), so the answer is integrated in slices; ``cv`` is the spread of
+one request's step count (per-step draws and per-request difficulty), and
+z(n) the expected maximum of n standard normals.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any, Mapping
+
+from sweep.sim.accept import moments, p_scale, segments, shape_of, survival
+from sweep.sim.perf import CUDA_GRAPH_MAX_BS, Box, kv_capacity, prefill_ms_box, step_ms
+
+
+def expected_max_z(n: int) -> float:
+    """E[max of n standard normals] (Blom's approximation); 0 for one."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: int, concurrency: int,
+         max_tokens: int, requests: int | None = None, disable_cuda_graph: bool = False) -> dict[str, float]:
+    """Steady-state figures of one cell (``tok_s`` = output tok/s over the cell's wall time)."""
+    s = shape_of(spec)
+    conc = max(1, int(concurrency))
+    n = max(1, int(max_tokens))
+    reqs = max(conc, int(requests or conc))
+    cap = kv_capacity(b, c)
+    running = max(1, min(conc, cap // max(1, context + n))) if cap > 0 else 1
+    waves = reqs / running  # a queued request starts as soon as one finishes (continuous batching)
+    eager = disable_cuda_graph or running > CUDA_GRAPH_MAX_BS
+    prefill = prefill_ms_box(b, c, s, running * context, running * context * context / 2.0)
+    spec_on = s.fam != "none"
+    gen = steps = var_steps = 0.0
+    mid: dict[str, float] = {}
+    slices = segments(n)
+    for i, (pos, size) in enumerate(slices):
+        ctx_now = context + pos
+        a, var = moments(survival(s, c, p_scale(s, c, ctx_now, pos))) if spec_on else (1.0, 0.0)
+        step = step_ms(b, c, s, running, running * ctx_now, eager)
+        steps += size / a
+        var_steps += size * var / a ** 3
+        gen += size / a * step["total"]
+        if i == len(slices) // 2:
+            mid = step
+    if not mid:
+        mid = step_ms(b, c, s, running, running * float(context), eager)
+    tail = 0.0
+    if spec_on and steps:
+        gen += 0.5 * mid["total"]  # the last step overshoots the answer by half a step on average
+        steps += 0.5
+        ctx_mid = context + n / 2.0
+        base = moments(survival(s, c, p_scale(s, c, ctx_mid, n / 2.0)))[0]
+        hard = moments(survival(s, c, p_scale(s, c, ctx_mid, n / 2.0) * math.exp(-c["request_sigma"])))[0]
+        cv = math.sqrt(var_steps / steps ** 2 + math.log(base / hard) ** 2)
+        if running > 1:
+            drain = step_ms(b, c, s, max(1, running // 2), running // 2 * float(context + n), eager)["total"]
+            tail = expected_max_z(running) * cv * math.sqrt(waves) * steps * drain
+    wall = waves * (prefill + gen) + tail
+    accept = n / steps if spec_on and steps else 1.0
+    width = float(s.width)
+    return {
+        "tok_s": reqs * n / wall * 1e3 if wall > 0 else 0.0,
+        "per_stream_tok_s": n / gen * 1e3 if gen > 0 else 0.0,
+        "accept_len": accept, "running": float(running), "waves": float(waves),
+        "accept_rate": (accept - 1.0) / max(1.0, width - 1) if width > 1 else 0.0,
+        "step_ms": mid["total"], "ttft_ms": prefill, "tpot_ms": gen / max(1, n - 1),
+        "e2e_ms": prefill + gen, "tail_ms": tail, "verify_width": width, "steps": steps,
+        **{f"step_{k}_ms": v for k, v in mid.items() if k != "total"},
+    }

@@ -1,0 +1,222 @@
+"""Fitting the twin's free constants to measured points (maximum a posteriori).
+
+Each free constant has a prior (``priors.yaml``: a centre and a width in log
+or logit space). The fit minimises
+
+    sum_points ((log predicted - log measured) / noise)^2  +  sum_constants ((z - z_prior) / sd)^2
+
+with Levenberg-Marquardt on numeric (central-difference) derivatives, so a
+constant the points cannot see stays at its prior instead of wandering off
+to reproduce noise. Box constants are fitted per box, the acceptance
+constants once for all boxes (they describe the model and its drafter).
+From the curvature at the optimum: the posterior covariance (for
+uncertainty bands), and per constant how much the data moved its
+uncertainty below the prior's -- "fitted" (>= 50% of the variance explained
+by the data), "weak", or "prior" (the points cannot identify it).
+
+numpy only, deterministic: the same points give the same constants.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from sweep.sim import constants as K
+from sweep.sim.constants import Calibration
+from sweep.sim.measured import Point, predict_point
+
+STEP = 1e-3          # central-difference step in z space
+MAX_STEP = 1.5       # largest change of any z in one LM step
+SIG = 4              # significant digits written for constants
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    box: str | None      # None = shared model constant
+    centre: float        # prior centre (z space)
+    sd: float            # prior width (z space)
+
+    @property
+    def key(self) -> str:
+        return f"{self.box or 'model'}.{self.name}"
+
+
+@dataclass
+class Fit:
+    params: list[Param]
+    z: np.ndarray
+    cov: np.ndarray
+    shrink: np.ndarray                   # 1 - posterior var / prior var, per param
+    calibrations: dict[str, Calibration]  # per box, constants rounded as written
+    predicted: list[float]               # per point, with the rounded constants
+    residual_sd: float
+    directions: int                      # data-determined directions in the constant space
+    iterations: int
+    boxes: dict[str, bool] = field(default_factory=dict)  # box -> nvlink
+
+    def status(self, i: int) -> str:
+        s = self.shrink[i]
+        return "fitted" if s >= 0.5 else ("weak" if s >= 0.1 else "prior")
+
+
+def _noise(kind: str) -> float:
+    table = K.priors()["noise"]
+    return float(table["accept_len"] if kind == "accept_len" else table["tok_s"])
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.{SIG}g}")
+
+
+class Problem:
+    """The points, the parameter vector and the map from it to each box's constants."""
+
+    def __init__(self, points: Sequence[Point]) -> None:
+        self.points = list(points)
+        self.boxes: dict[str, bool] = {}
+        for p in self.points:
+            self.boxes.setdefault(p.box, bool((p.hardware.get("perf") or {}).get("nvlink", True)))
+        self.params = [Param(n, None, K.to_z(n, K.prior(n)["value"]), float(K.prior(n)["sd"]))
+                       for n in K.fitted_names("model")]
+        for box, nvlink in sorted(self.boxes.items()):
+            for n in K.fitted_names("box"):
+                pr = K.prior(n, nvlink)
+                self.params.append(Param(n, box, K.to_z(n, float(pr["value"])), float(pr["sd"])))
+        self.base = {box: K.prior_values(nvlink) for box, nvlink in self.boxes.items()}
+        self.noise = np.array([_noise(p.kind) for p in self.points])
+        self.logm = np.array([math.log(p.measured) for p in self.points])
+        # which points each parameter moves (model constants: all; box constants: that box's)
+        self.touch = [[i for i, p in enumerate(self.points) if prm.box in (None, p.box)] for prm in self.params]
+
+    def values(self, z: np.ndarray, box: str, rounded: bool = False) -> dict[str, float]:
+        vals = dict(self.base[box])
+        for prm, zi in zip(self.params, z):
+            if prm.box in (None, box):
+                v = K.from_z(prm.name, float(zi))
+                vals[prm.name] = _round(v) if rounded else v
+        return vals
+
+    def log_pred(self, z: np.ndarray, idx: Sequence[int] | None = None, rounded: bool = False) -> np.ndarray:
+        idx = range(len(self.points)) if idx is None else idx
+        cache: dict[str, dict[str, float]] = {}
+        out = []
+        for i in idx:
+            p = self.points[i]
+            vals = cache.setdefault(p.box, self.values(z, p.box, rounded))
+            pred = predict_point(p, vals)
+            out.append(math.log(pred) if pred > 0 and math.isfinite(pred) else -50.0)
+        return np.array(out)
+
+    def residuals(self, z: np.ndarray, lp: np.ndarray) -> np.ndarray:
+        centre = np.array([p.centre for p in self.params])
+        sd = np.array([p.sd for p in self.params])
+        return np.concatenate([(lp - self.logm) / self.noise, (z - centre) / sd])
+
+    def jacobian(self, z: np.ndarray) -> np.ndarray:
+        """d(log prediction)/dz for every point and parameter (zero where a constant cannot reach)."""
+        jac = np.zeros((len(self.points), len(self.params)))
+        for j, rows in enumerate(self.touch):
+            if not rows:
+                continue
+            up, down = z.copy(), z.copy()
+            up[j] += STEP
+            down[j] -= STEP
+            jac[rows, j] = (self.log_pred(up, rows) - self.log_pred(down, rows)) / (2 * STEP)
+        return jac
+
+
+def _lm(prob: Problem, z: np.ndarray, max_iter: int = 60) -> tuple[np.ndarray, int]:
+    sd = np.array([p.sd for p in prob.params])
+    prior_j = np.diag(1.0 / sd)
+    lp = prob.log_pred(z)
+    r = prob.residuals(z, lp)
+    cost = float(r @ r)
+    lam = 1e-2
+    it = 0
+    for it in range(1, max_iter + 1):
+        jac = np.vstack([prob.jacobian(z) / prob.noise[:, None], prior_j])
+        g = jac.T @ r
+        h = jac.T @ jac
+        improved = False
+        while lam < 1e8:
+            delta = np.linalg.solve(h + lam * np.diag(np.diag(h)), -g)
+            scale = max(1.0, float(np.max(np.abs(delta))) / MAX_STEP)
+            z_new = z + delta / scale
+            lp_new = prob.log_pred(z_new)
+            r_new = prob.residuals(z_new, lp_new)
+            cost_new = float(r_new @ r_new)
+            if cost_new < cost:
+                improved = True
+                lam = max(lam / 3.0, 1e-7)
+                break
+            lam *= 4.0
+        if not improved:
+            break
+        done = cost - cost_new < 1e-9 * max(1.0, cost) and float(np.max(np.abs(z_new - z))) < 1e-5
+        z, r, cost = z_new, r_new, cost_new
+        if done:
+            break
+    return z, it
+
+
+def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
+    """The MAP constants for these points (``start``: z values by param key, to warm-start)."""
+    prob = Problem(points)
+    z0 = np.array([(start or {}).get(p.key, p.centre) for p in prob.params])
+    z, iterations = _lm(prob, z0)
+    jac_d = prob.jacobian(z) / prob.noise[:, None]
+    sd = np.array([p.sd for p in prob.params])
+    cov = np.linalg.inv(jac_d.T @ jac_d + np.diag(1.0 / sd ** 2))
+    shrink = 1.0 - np.diag(cov) / sd ** 2
+    directions = int(np.sum(np.linalg.svd(jac_d * sd[None, :], compute_uv=False) > 1.0)) if len(points) else 0
+    lp = prob.log_pred(z, rounded=True)
+    resid = lp - prob.logm
+    dof = len(points) - float(np.sum(shrink))
+    floor = float(np.median(prob.noise)) if len(points) else 0.04
+    rsd = math.sqrt(float(resid @ resid) / dof) if dof >= 1 else floor
+    rsd = max(rsd, floor)
+    cals = {}
+    for box in sorted(prob.boxes):
+        idx = [i for i, p in enumerate(prob.params) if p.box in (None, box)]
+        cals[box] = Calibration(
+            values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
+            calibrated=True, names=tuple(prob.params[i].name for i in idx),
+            covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
+            residual_sd=_round(rsd), points=sum(p.box == box for p in points),
+            key=("fit", box, tuple(float(x) for x in z)))
+    return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
+               predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
+               iterations=iterations, boxes=dict(prob.boxes))
+
+
+def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
+         cal: Calibration) -> list[tuple[float, float, float]]:
+    """(value, low, high) per output of ``point_fn(constants)``: a +-1 sigma band.
+
+    Propagates the calibration's posterior covariance (log/logit space) through
+    numeric gradients and adds its residual scatter: wide where the fit did not
+    reach (a layout, context or budget it never saw), narrow near its points.
+    """
+    values = [float(v) for v in point_fn(cal.values)]
+    names = list(cal.names)
+    if not names or not cal.covariance:
+        return [(v, v, v) for v in values]
+    grad = np.zeros((len(values), len(names)))
+    for j, name in enumerate(names):
+        z = K.to_z(name, cal.values[name])
+        up = point_fn({**cal.values, name: K.from_z(name, z + STEP)})
+        down = point_fn({**cal.values, name: K.from_z(name, z - STEP)})
+        for i, (u, d) in enumerate(zip(up, down)):
+            if u > 0 and d > 0:
+                grad[i, j] = (math.log(u) - math.log(d)) / (2 * STEP)
+    cov = np.array(cal.covariance)
+    out = []
+    for i, v in enumerate(values):
+        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual_sd ** 2))
+        out.append((v, v * math.exp(-sigma), v * math.exp(sigma)))
+    return out

@@ -1,0 +1,143 @@
+"""Measured points from real trials' result files (the format ``sweep.trial`` writes).
+
+A point is one figure a real server produced and the twin can predict: a
+cell's output tok/s or accept length (context x concurrency x max_tokens),
+or one coding problem's decode speed at its answer length. Simulated
+results are refused: the twin is fitted to real boxes only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from sweep.sim.constants import box_name
+
+CODING_PROMPT_TOKENS = 100  # the five-problem prompts, when a problem does not record its own
+KINDS = ("output_tok_s", "accept_len", "stream_tok_s")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured figure and everything needed to predict it."""
+
+    label: str
+    kind: str                     # output_tok_s | accept_len | stream_tok_s (a coding problem)
+    box: str
+    measured: float
+    hardware: Mapping[str, Any] = field(repr=False)
+    model: Mapping[str, Any] = field(repr=False)
+    spec: Mapping[str, Any] = field(repr=False)
+    context: int = 60
+    concurrency: int = 1
+    max_tokens: int = 512
+    requests: int = 1
+    eager: bool = False
+    file: str = ""                # the result file's name
+    source: str = ""
+
+
+@dataclass
+class Loaded:
+    points: list[Point]
+    files: list[tuple[Path, str]]          # (path, sha256) of every file that gave points
+    skipped: list[tuple[Path, str]]        # (path, why)
+
+
+def spec_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    spec = cfg.get("spec") or {}
+    return {k: spec.get(k) for k in ("algorithm", "budget", "topk", "window", "block", "num_steps")}
+
+
+def spec_label(spec: Mapping[str, Any]) -> str:
+    algo = str(spec.get("algorithm") or "none")
+    if algo == "ddtree":
+        return f"ddtree b{spec.get('budget')}/t{spec.get('topk')}/w{spec.get('window')}"
+    if algo == "none":
+        return "AR"
+    return f"{algo} b{spec.get('budget')}"
+
+
+def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
+    cfg = doc.get("config") or {}
+    hardware, model, workload = cfg.get("hardware") or {}, cfg.get("model") or {}, cfg.get("workload") or {}
+    spec = spec_of(cfg)
+    eager = bool((cfg.get("server") or {}).get("disable_cuda_graph"))
+    max_tokens = int(workload.get("max_tokens") or 512)
+    box = box_name(hardware)
+    head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
+    common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
+                              "file": name, "source": f"{name}: {doc.get('source') or ''}".strip()}
+    out: list[Point] = []
+    for cell in doc.get("cells") or []:
+        ctx, conc = int(cell["context"]), int(cell["concurrency"])
+        where: dict[str, Any] = {"context": ctx, "concurrency": conc, "max_tokens": max_tokens,
+                 "requests": int(cell.get("requests") or conc)}
+        if cell.get("output_tok_s"):
+            out.append(Point(label=f"{head} ctx{ctx} C{conc} {max_tokens}tok tok/s", kind="output_tok_s",
+                             measured=float(cell["output_tok_s"]), **where, **common))
+        if cell.get("accept_len") and spec["algorithm"] not in (None, "none"):
+            out.append(Point(label=f"{head} ctx{ctx} C{conc} accept len", kind="accept_len",
+                             measured=float(cell["accept_len"]), **where, **common))
+    coding = doc.get("coding") or {}
+    for prob in coding.get("problems") or []:
+        if prob.get("tok_s") and prob.get("completion_tokens"):
+            n = int(prob["completion_tokens"])
+            out.append(Point(label=f"{head} coding {prob.get('name')} {n}tok tok/s", kind="stream_tok_s",
+                             measured=float(prob["tok_s"]), context=int(prob.get("prompt_tokens")
+                                                                        or CODING_PROMPT_TOKENS),
+                             concurrency=1, max_tokens=n, requests=1, **common))
+    return out
+
+
+def _files(paths: Iterable[Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        found.extend(sorted(p.rglob("*.json")) if p.is_dir() else [p])
+    return found
+
+
+def load(paths: Iterable[Path]) -> Loaded:
+    """Points from every real, successful result file under ``paths`` (files or dirs)."""
+    loaded = Loaded([], [], [])
+    for path in _files(paths):
+        try:
+            raw = path.read_bytes()
+            doc = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            loaded.skipped.append((path, f"unreadable: {exc}".splitlines()[0]))
+            continue
+        if not isinstance(doc, dict) or "cells" not in doc or "config" not in doc:
+            loaded.skipped.append((path, "not a result file (no cells/config)"))
+            continue
+        if doc.get("simulated") is not False:
+            loaded.skipped.append((path, "simulated: the twin is fitted to real boxes only"))
+            continue
+        if doc.get("status") != "ok":
+            loaded.skipped.append((path, f"status {doc.get('status')!r}"))
+            continue
+        points = _points(doc, path.name)
+        if not points:
+            loaded.skipped.append((path, "no measured figures"))
+            continue
+        loaded.points.extend(points)
+        loaded.files.append((path, hashlib.sha256(raw).hexdigest()))
+    return loaded
+
+
+def predict_point(point: Point, cal: Mapping[str, float]) -> float:
+    """The twin's value of a measured figure with these constants."""
+    from sweep.sim.cells import cell
+    from sweep.sim.perf import box_of
+
+    if point.kind == "stream_tok_s":
+        return cell(box_of(point.hardware, point.model), cal, point.spec, context=point.context, concurrency=1,
+                    max_tokens=point.max_tokens, requests=1, disable_cuda_graph=point.eager)["per_stream_tok_s"]
+    out = cell(box_of(point.hardware, point.model), cal, point.spec, context=point.context,
+               concurrency=point.concurrency, max_tokens=point.max_tokens, requests=point.requests,
+               disable_cuda_graph=point.eager)
+    return out["accept_len"] if point.kind == "accept_len" else out["tok_s"]

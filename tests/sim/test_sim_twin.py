@@ -1,0 +1,188 @@
+"""The calibrated twin: measured figures, the calibration command, lookup, predictions.
+
+Real processes where a user would run one (``python -m sweep.calibrate``,
+``python -m sweep.sim.predict``, the sim server over HTTP); the measured
+figures are the real-format result files in benchmarks/measured/, which
+come from shared/reference/figures.md -- outside the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from sweep.sim import constants, measured
+from sweep.sim.predict import predict, predict_cells
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = ROOT / "benchmarks" / "measured"
+SHIPPED = ROOT / "sweep" / "sim" / "calibrations"
+CONF = ROOT / "conf"
+
+
+def hw(name: str) -> dict[str, Any]:
+    return yaml.safe_load((CONF / "hardware" / f"{name}.yaml").read_text())
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, timeout=240)
+
+
+def composed(*overrides: str) -> dict[str, Any]:
+    from sweep.config import from_omegaconf
+    from sweep.preflight import compose
+
+    return dict(from_omegaconf(compose(list(overrides))).raw)
+
+
+def test_shipped_calibrations_reproduce_every_measured_figure() -> None:
+    loaded = measured.load([MEASURED])
+    assert not loaded.skipped and len(loaded.points) >= 10
+    for point in loaded.points:
+        cal = constants.for_hardware(point.hardware)
+        assert cal.calibrated and Path(cal.path or "").parent == SHIPPED, point.label
+        got = measured.predict_point(point, cal.values)
+        assert abs(got / point.measured - 1) <= 0.10, f"{point.label}: {got:.2f} vs {point.measured}"
+
+
+def test_calibrate_refits_the_shipped_files_byte_for_byte(tmp_path: Path) -> None:
+    proc = run("sweep.calibrate", "-o", str(tmp_path), str(MEASURED))
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in tmp_path.glob("*.yaml"))
+    assert written == sorted(p.name for p in SHIPPED.glob("*.yaml")) == ["b300.yaml", "pro6000.yaml"]
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (SHIPPED / name).read_bytes(), name
+    # measured beside fitted, per point, and the constants the points cannot see
+    assert "b300 AR ctx60 C1 512tok tok/s" in proc.stdout and "133.00" in proc.stdout
+    assert "warning: pro6000: not identifiable" in proc.stderr and "moe_mem_eff" in proc.stderr
+
+
+def test_calibrate_writes_the_user_dir_and_the_sim_loads_it(tmp_path: Path) -> None:
+    src = tmp_path / "results"
+    src.mkdir()
+    shutil.copy(MEASURED / "pro6000_tp8-ddtree-b8-t4-w2048-c1.json", src)
+    doc = json.loads((src / "pro6000_tp8-ddtree-b8-t4-w2048-c1.json").read_text())
+    doc["cells"][0]["output_tok_s"] = 52.0  # a faster box than the shipped one
+    (src / "pro6000_tp8-ddtree-b8-t4-w2048-c1.json").write_text(json.dumps(doc))
+    user = tmp_path / "user-calibrations"
+    proc = run("sweep.calibrate", str(src), env={"SPECSWEEP_CALIBRATIONS": str(user)})
+    assert proc.returncode == 0, proc.stderr
+    assert (user / "pro6000.yaml").is_file() and "52.00" in proc.stdout
+    cell = ["workload.contexts=[60]", "workload.concurrency=[1]", "workload.min_requests=1"]
+    out = run("sweep.sim.predict", "hardware=pro6000_tp8", *cell, "--json", env={"SPECSWEEP_CALIBRATIONS": str(user)})
+    pred = json.loads(out.stdout)
+    assert pred["calibration"] == f"calibrated: pro6000 ({user / 'pro6000.yaml'})"
+    assert pred["cells"][0]["output_tok_s"] == pytest.approx(52.0, rel=0.05)
+    shipped = predict(composed("hardware=pro6000_tp8", *cell))
+    assert shipped["cells"][0]["output_tok_s"] == pytest.approx(26.0, rel=0.05)
+
+
+def test_calibrate_refuses_simulated_results_and_bad_input(tmp_path: Path) -> None:
+    doc = json.loads((MEASURED / "b300-none-c1.json").read_text())
+    doc["simulated"] = True
+    (tmp_path / "result.json").write_text(json.dumps(doc))
+    proc = run("sweep.calibrate", "--dry-run", str(tmp_path))
+    assert proc.returncode == 2 and "simulated" in proc.stdout
+    assert proc.stderr.strip().splitlines() == [
+        "error: results: no real result files with measured figures "
+        "(need status ok, simulated: false, cells or coding figures)"]
+    missing = run("sweep.calibrate", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: results: no such file")
+    box = run("sweep.calibrate", "--dry-run", "--box", "h200", str(MEASURED))
+    assert box.returncode == 2 and "error: --box: no points for h200; allowed: b300, pro6000" in box.stderr
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name, model in (("b300-none-c1.json", "kimi_k26"), ("b300-ddtree-b8-t4-w2048-c8.json", "other_model")):
+        doc = json.loads((MEASURED / name).read_text())
+        doc["config"]["model"]["name"] = model
+        (mixed / name).write_text(json.dumps(doc))
+    two = run("sweep.calibrate", "--dry-run", str(mixed))
+    assert two.returncode == 2 and "several models (kimi_k26, other_model)" in two.stderr
+
+
+def test_calibration_lookup_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert constants.for_hardware(hw("b300")).path == str(SHIPPED / "b300.yaml")
+    for layout in ("pro6000_tp8", "pro6000_ep4", "pro6000_ep8"):  # every layout of a box shares its constants
+        assert constants.for_hardware(hw(layout)).path == str(SHIPPED / "pro6000.yaml")
+    assert constants.for_hardware(hw("h200")).source == constants.UNCALIBRATED
+    none = {**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": "none"}}
+    assert not constants.for_hardware(none).calibrated
+    with pytest.raises(constants.CalibrationError, match=r"^error: hardware\.perf\.calibration: no calibration file"):
+        constants.for_hardware({**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": str(tmp_path / "x.yaml")}})
+    # the user dir wins over the shipped file; perf.box names the box explicitly
+    user = tmp_path / "user"
+    user.mkdir()
+    mine = yaml.safe_load((SHIPPED / "b300.yaml").read_text())
+    mine["constants"]["step_overhead_ms"] = 9.0
+    (user / "b300.yaml").write_text(yaml.safe_dump(mine))
+    monkeypatch.setenv(constants.ENV_DIR, str(user))
+    assert constants.for_hardware(hw("b300"))["step_overhead_ms"] == 9.0
+    boxed = {**hw("h200"), "perf": {**hw("h200")["perf"], "box": "b300"}}
+    assert constants.for_hardware(boxed).path == str(user / "b300.yaml")
+    bad = user / "broken.yaml"
+    bad.write_text("schema: 1\nconstants: {warp_speed: 3}\n")
+    with pytest.raises(constants.CalibrationError, match="constants.warp_speed is not a known number"):
+        constants.load(bad)
+
+
+def test_predict_cells_takes_an_explicit_calibration_and_is_deterministic(tmp_path: Path) -> None:
+    cfg = composed("hardware=b300", "workload=quick")
+    default = predict_cells(cfg)
+    assert default == predict_cells(cfg) and len(default) == 4
+    assert {(c["context"], c["concurrency"]) for c in default} == {(60, 1), (60, 8), (4096, 1), (4096, 8)}
+    other = yaml.safe_load((SHIPPED / "b300.yaml").read_text())
+    other["constants"]["moe_mem_eff"] = 0.5  # a deliberately differently fitted twin
+    path = tmp_path / "other.yaml"
+    path.write_text(yaml.safe_dump(other))
+    faster = predict_cells(cfg, calibration=str(path))
+    assert all(f["output_tok_s"] > d["output_tok_s"] for f, d in zip(faster, default))
+    assert predict(cfg, calibration="none")["calibration"] == constants.UNCALIBRATED
+    crashed = predict(composed("hardware=b300", "spec.budget=16"))
+    assert crashed["failure"] == "cuda_graph" and crashed["cells"] == []
+
+
+def test_predict_cli_prints_cells_bands_and_the_calibration() -> None:
+    proc = run("sweep.sim.predict", "hardware=pro6000_ep8", "workload=smoke")
+    assert proc.returncode == 0, proc.stderr
+    assert f"calibrated: pro6000 ({SHIPPED / 'pro6000.yaml'})" in proc.stdout and "simulated, not measured" in proc.stdout
+    js = json.loads(run("sweep.sim.predict", "hardware=h200", "workload=smoke", "--json").stdout)
+    assert js["calibration"] == "uncalibrated: spec-sheet physics"
+    c = js["cells"][0]
+    assert c["output_tok_s_low"] < c["output_tok_s"] < c["output_tok_s_high"]
+    bad = run("sweep.sim.predict", "spec.budget=0")
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: spec.budget: must be >= 1, got 0"
+
+
+def test_bands_widen_away_from_the_measured_points() -> None:
+    def rel_width(*overrides: str, ctx: int = 60, conc: int = 1) -> float:
+        cells = predict(composed(*overrides, f"workload.contexts=[{ctx}]", f"workload.concurrency=[{conc}]"),
+                        band=True)["cells"]
+        return cells[0]["output_tok_s_high"] / cells[0]["output_tok_s_low"]
+
+    measured_cell = rel_width("hardware=b300")
+    assert measured_cell < 1.15  # fitted there
+    assert rel_width("hardware=b300", ctx=4096, conc=64) > measured_cell
+    assert rel_width("hardware=h200") > 1.5  # no calibration: the priors' own widths
+
+
+def test_sim_server_runs_on_its_boxs_calibration(sim_server, tmp_path: Path) -> None:
+    sim = sim_server("hardware=pro6000_ep4", "workload=smoke")
+    info = httpx.get(sim.base_url + "/get_server_info", timeout=10).json()
+    assert info["sim"]["calibration"] == f"calibrated: pro6000 ({SHIPPED / 'pro6000.yaml'})"
+    assert "performance model calibrated: pro6000" in sim.log_text()
+    plain = sim_server("hardware=b300", "+hardware.perf.calibration=none")
+    assert httpx.get(plain.base_url + "/get_server_info", timeout=10).json()["sim"]["calibration"] == \
+        constants.UNCALIBRATED
+    broken = sim_server("hardware=b300", f"+hardware.perf.calibration={tmp_path / 'missing.yaml'}", wait=False)
+    assert broken.wait_exit() == 2
+    assert "error: hardware.perf.calibration: no calibration file" in broken.log_text()
