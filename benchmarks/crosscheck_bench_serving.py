@@ -40,11 +40,14 @@ window. Two consequences, both shown:
 
 What remains is a residual of that spread first wave and of bench_serving's
 slower re-issue (a new connection per request): both shift later waves'
-arrivals against the server's verify steps, so at concurrency 32-64 the
-TTFT of the two clients still differs by 3-6% (measured, 3 repetitions:
-steady state 1.04-1.06, whole cell 0.95-1.03). TTFT at concurrency >= 32 is
-therefore held to 8% (``TTFT_TOLERANCE_HIGH_C``; the artefacts this check
-exists for were 1.4-1.8x), everything else to 3%.
+arrivals against the server's verify steps, and so which decode steps a
+new prefill interrupts. At concurrency 32-64 the per-request latencies of
+the two clients (TTFT, and the median TPOT) still differ by up to ~5%
+between runs (measured, 3 repetitions each: steady-state TTFT 0.98-1.06,
+whole-cell TTFT 0.91-1.03, median TPOT 0.96-1.00), while throughput, ITL
+and token counts stay within 2%. So TTFT and TPOT at concurrency >= 32 are
+held to 8% (``HIGH_C_TOLERANCE``; the artefacts this check exists for were
+1.4-1.8x), everything else to 3%.
 
 The default box (hardware=pro6000_ep8, the PCIe box) has prefill and step
 times of tens to hundreds of milliseconds, so a millisecond of client noise
@@ -81,7 +84,8 @@ BENCH_KEYS = {"output_tok_s": "output_throughput", "ttft_all_ms_mean": "mean_ttf
               "ttft_all_ms_p50": "median_ttft_ms", "tpot_ms_p50": "median_tpot_ms",
               "itl_ms_p50": "median_itl_ms", "output_tokens": "total_output_tokens"}
 TOLERANCE = 0.03
-TTFT_TOLERANCE_HIGH_C = 0.08   # TTFT at concurrency >= 32: see the module docstring
+HIGH_C_TOLERANCE = 0.08   # TTFT and TPOT at concurrency >= 32: see the module docstring
+HIGH_C_METRICS = (*TTFT_METRICS, "tpot_ms_p50")
 # Every concurrency of the seed matrix and both its short contexts; the long context
 # where prefill is cheap (one request), the short one where 32-64 prompts share a prefill.
 DEFAULT_CELLS = ((1024, 1), (1024, 8), (60, 32), (60, 64))
@@ -223,7 +227,7 @@ class CellCheck:
         for m in METRICS:
             r = self.ratio(m)
             exact = m == "output_tokens"
-            limit = TTFT_TOLERANCE_HIGH_C if m in TTFT_METRICS and self.concurrency >= 32 else tolerance
+            limit = HIGH_C_TOLERANCE if m in HIGH_C_METRICS and self.concurrency >= 32 else tolerance
             if (exact and not all(h["output_tokens"] == b["output_tokens"] == b["retokenized"]
                                   for h, b in zip(self.harness, self.bench))) \
                     or (not exact and abs(r - 1.0) > limit):
@@ -346,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.1f}; {time.time() - t0:.0f} s")
     print(table(checks))
     fails = [f for c in checks for f in c.failures()]
-    print("\n".join(fails) if fails else f"all within {TOLERANCE:.0%} (TTFT at concurrency >= 32: "
-          f"{TTFT_TOLERANCE_HIGH_C:.0%}); output tokens exact")
+    print("\n".join(fails) if fails else f"all within {TOLERANCE:.0%} (TTFT and TPOT at concurrency >= 32: "
+          f"{HIGH_C_TOLERANCE:.0%}); output tokens exact")
     return 1 if (args.strict and fails) else 0
 
 
