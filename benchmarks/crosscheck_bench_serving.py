@@ -272,8 +272,8 @@ def crosscheck(cells: Sequence[tuple[int, int]], *, reps: int = 3, max_tokens: i
                min_requests: int = 12, work: Path | None = None,
                overrides: Sequence[str] = DEFAULT_OVERRIDES) -> list[CellCheck]:
     """Run both clients on every cell, ``reps`` interleaved repetitions; return the raw results."""
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
     from sweep.sim.launch import start_sim
 
     work = work or Path(tempfile.mkdtemp(prefix="specsweep-crosscheck-"))
@@ -346,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = crosscheck(cells, reps=args.reps, max_tokens=args.max_tokens,  # type: ignore[arg-type]
                         overrides=args.overrides or DEFAULT_OVERRIDES)
     print(f"harness / bench_serving (sglang 0.5.23), medians over {args.reps} interleaved repetitions, "
-          f"{args.max_tokens} new tokens, simulator in real time ({' '.join(args.overrides or DEFAULT_OVERRIDES)}); {os.cpu_count()} CPUs, load average "
+          f"{args.max_tokens} new tokens, simulator in real time "
+          f"({' '.join(args.overrides or DEFAULT_OVERRIDES)}); {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; {time.time() - t0:.0f} s")
     print(table(checks))
     fails = [f for c in checks for f in c.failures()]

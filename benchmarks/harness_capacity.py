@@ -50,8 +50,8 @@ SIM_OVERRIDES = ("server=sim", "server.sim.time_scale=0", "server.host=127.0.0.1
 
 def start(extra: list[str], log_dir: Path) -> tuple[Any, Any]:
     """The typed trial config and a running sim for it (compose -> validate -> render -> start)."""
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
     from sweep.sim.launch import start_sim
 
     tc = from_omegaconf(compose([*SIM_OVERRIDES, *extra]))

@@ -1,6 +1,6 @@
 """What recording one trial in MLflow costs: wall time of ``Tracker.log_trial``.
 
-A trial ends with ``sweep.trial._record``: one ``Tracker(settings)`` and one
+A trial ends with ``sweep.trial.run._record``: one ``Tracker(settings)`` and one
 ``log_trial(result, job_dir)`` into MLflow's default store (sqlite). This
 times exactly that, on a realistic result, in three situations:
 
@@ -78,7 +78,7 @@ def real_result(work: Path) -> Path:
 def worker(job_src: Path, store: Path, first: int, count: int) -> None:
     """Log ``count`` distinct copies of the result; print one wall time per line."""
     src_doc = json.loads((job_src / "result.json").read_text())
-    from sweep.tracking import Tracker
+    from sweep.record.tracking import Tracker
 
     settings = {"enabled": True, "tracking_uri": f"sqlite:///{store / 'mlflow.db'}", "experiment": "specsweep"}
     for k in range(first, first + count):
@@ -89,7 +89,7 @@ def worker(job_src: Path, store: Path, first: int, count: int) -> None:
         doc["mlflow"] = {"run_id": None, "synced": False}
         (job / "result.json").write_text(json.dumps(doc))
         t0 = time.perf_counter()
-        run_id = Tracker(settings).log_trial(doc, job, parent_run_id=None)  # what sweep.trial._record does
+        run_id = Tracker(settings).log_trial(doc, job, parent_run_id=None)  # what sweep.trial.run._record does
         wall = time.perf_counter() - t0
         if not run_id:
             sys.exit("log_trial returned no run id (see the warning above)")

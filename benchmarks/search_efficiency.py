@@ -5,7 +5,7 @@ Space: budget {4,6,8,12,16,24,32} x topk {1,2,4,8} x window {512,1024,2048,4096}
 at CUDA-graph capture (a server start that fails, reason ``cuda_graph``) and
 topk > budget is rejected by the config check (reason ``config_error``, no
 server start). Throughput comes from the simulator's performance model
-(``sweep.sim.perf.estimate`` / ``startup_failure``) in-process: no server.
+(``sweep.sim.cells.estimate`` / ``startup_failure``) in-process: no server.
 
 Same code path as ``python -m sweep -m hydra/sweeper=optuna``: the sweeper
 settings are composed by Hydra from the project's config (sampler, seed
@@ -53,7 +53,7 @@ def compose(hardware: str, sampler: str, extra: list[str] | None = None) -> Any:
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    import sweep.resolvers  # noqa: F401
+    import sweep.compose.resolvers  # noqa: F401
 
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="sweep.conf", version_base="1.3"):
@@ -63,10 +63,10 @@ def compose(hardware: str, sampler: str, extra: list[str] | None = None) -> Any:
 
 
 def objective_fn(kind: str, hw: dict, model: dict) -> Callable[[dict], float]:
-    from sweep.sim import perf
+    from sweep.sim import cells
 
     def tok_s(spec: dict, ctx: int, conc: int) -> float:
-        return perf.estimate(hw, model, spec, context=ctx, concurrency=conc, max_tokens=512)["tok_s"]
+        return cells.estimate(hw, model, spec, context=ctx, concurrency=conc, max_tokens=512)["tok_s"]
 
     if kind == "mean":  # objective.metric=weighted_mean over the seed workload, equal weights
         return lambda spec: statistics.fmean(tok_s(spec, x, c) for x, c in SEED_MATRIX)

@@ -63,7 +63,8 @@ def main() -> int:
         err = 100 * (predicted / point.measured - 1)
         errors.append(abs(err))
         insample = 100 * (full.predicted[i] / point.measured - 1)
-        print(f"{point.label:<{width}}  {point.measured:>9.2f}  {predicted:>9.2f}  {err:>+6.1f}%  {insample:>+8.1f}%{how}")
+        print(f"{point.label:<{width}}  {point.measured:>9.2f}  {predicted:>9.2f}  {err:>+6.1f}%  "
+              f"{insample:>+8.1f}%{how}")
     print(f"({len(points)} refits in {time.perf_counter() - t0:.0f} s; in-sample: median |error| "
           f"{statistics.median(abs(100 * (v / pt.measured - 1)) for v, pt in zip(full.predicted, points)):.1f}%)")
     print(f"leave-one-out: median |error| {statistics.median(errors):.1f}%, max |error| {max(errors):.1f}%")

@@ -34,7 +34,7 @@ def main() -> int:
     p.add_argument("--calibration", default=None)
     args = p.parse_args()
 
-    from sweep.sim import constants, perf
+    from sweep.sim import cells, constants
 
     hw = yaml.safe_load((ROOT / "conf" / "hardware" / f"{args.hardware}.yaml").read_text())
     model = yaml.safe_load((ROOT / "conf" / "model" / "kimi_k26.yaml").read_text())
@@ -45,7 +45,7 @@ def main() -> int:
 
     def cell(spec: dict, ctx: int, conc: int) -> dict[str, float]:
         eager = max_budget is not None and int(spec.get("budget") or 0) > int(max_budget)
-        return perf.estimate(hw, model, spec, context=ctx, concurrency=conc, max_tokens=512, requests=2 * conc,
+        return cells.estimate(hw, model, spec, context=ctx, concurrency=conc, max_tokens=512, requests=2 * conc,
                              disable_cuda_graph=eager, cal=cal)
 
     ar = {c: cell({"algorithm": "none"}, 60, c)["tok_s"] for c in args.concurrency}

@@ -4,7 +4,8 @@
 one multirun share it and reuse its server); ``stop_all()`` stops every
 server this process started (also run at exit and on SIGTERM/SIGHUP, see
 :mod:`launchers.registry`). Importing this package stays cheap: backends are
-imported when first used.
+imported when first used. The box checks of ``python -m sweep.doctor`` are
+:func:`launchers.doctor.diagnose`.
 """
 
 from __future__ import annotations

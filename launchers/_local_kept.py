@@ -1,125 +1,101 @@
 """Servers kept by an earlier run: the local launcher's side of :mod:`launchers._state`.
 
 A server started with ``keep_server=true`` outlives its controller; the next
-run (a new process) finds it through its state file. :class:`KeptServers`
-(mixed into :class:`launchers.local.LocalLauncher`) records every server the
-launcher spawns, adopts a kept one (same fingerprint, healthy) or stops it
-(launch changed, unhealthy), and says what holds a busy port. The rules for
-trusting a state file are in :mod:`launchers._state`.
+run (a new process) finds it through its state file. :class:`KeptServers` (a
+part the :class:`launchers.local.LocalLauncher` owns, with state of its own:
+the state file of the current server and what was found on a busy port)
+records every server the launcher spawns, finds a kept one that may be taken
+over, says whether it can be reused as it is (same fingerprint, healthy) and
+what holds a busy port. The rules for trusting a state file are in
+:mod:`launchers._state`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from launchers import _state
-from launchers.base import ServerHandle
 from launchers.classify import hint
-from launchers.readiness import check_health
-from sweep.result import now_iso
+from launchers.readiness import check_health, health_paths
+from sweep.atomic import now_iso
 
 if TYPE_CHECKING:
-    from sweep.config import Server
-    from sweep.render import Launch
+    from sweep.launch import Endpoint, Launch, LauncherSettings
 
 # Records keep the logger name they had before this module was split out of launchers.local.
 logger = logging.getLogger("launchers.local")
 
 
 class KeptServers:
-    """State-file handling of :class:`launchers.local.LocalLauncher`, which provides the rest.
+    """State files of one local launcher: record, find, hand over, forget."""
 
-    Caller holds the launcher's lock (``ensure`` / ``_start``).
-    """
+    def __init__(self, settings: LauncherSettings) -> None:
+        self.settings = settings
+        self.state_path: Path | None = None  # the state file of the server we run or adopted
+        self.port_note = ""  # what the state dir said about a busy port (for port_in_use)
 
-    # attributes and methods of LocalLauncher used here
-    settings: Any
-    _proc: subprocess.Popen[bytes] | _state.AdoptedProcess | None
-    _state_path: Path | None
-    _port_note: str
-    _launch: Launch | None
-    _server: Server | None
-    _log_path: Path | None
-    _info: dict[str, Any]
-
-    if TYPE_CHECKING:
-        def stop(self) -> None: ...
-        def _note(self, what: str) -> None: ...
-        def _health_paths(self, server: Server) -> tuple[str, ...]: ...
-        def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle: ...
-        def _fetch_info(self, server: Server, launch: Launch) -> dict[str, Any]: ...
-
-    def _state_file(self, server: Server) -> Path:
+    def _state_file(self, server: Endpoint) -> Path:
         return _state.state_path(_state.state_dir(self.settings), server.host, server.port)
 
-    def _adopt_kept(self, launch: Launch, server: Server) -> ServerHandle | None:
-        """Adopt (same fingerprint, healthy) or stop the server an earlier run kept on this port.
+    def find(self, server: Endpoint) -> _state.ServerState | None:
+        """The server an earlier run kept on this port, if it is ours to take over now.
 
-        Returns the handle of the adopted server, or None when the caller must
-        start one. A stale state file is removed; its pid is never signalled.
-        ``self._port_note`` says what was found, for a ``port_in_use`` message.
+        A stale state file is removed; its pid is never signalled. A server whose
+        recorded owner still runs is left alone. ``port_note`` says what was found.
         """
-        self._port_note = ""
+        self.port_note = ""
         path = self._state_file(server)
         try:
             kept = _state.read_state(path)
         except ValueError as exc:
             path.unlink(missing_ok=True)
-            self._port_note = f"an unreadable state file was removed: {exc}"
-            logger.warning("%s", self._port_note)
+            self.port_note = f"an unreadable state file was removed: {exc}"
+            logger.warning("%s", self.port_note)
             return None
         if kept is None:
             return None
         if not kept.is_running():
             _state.remove_state(path, kept.pid)
-            self._port_note = (f"a stale state file {path} was found and removed: pid {kept.pid} "
-                               "is gone or is now another process")
-            logger.info("%s", self._port_note)
+            self.port_note = (f"a stale state file {path} was found and removed: pid {kept.pid} "
+                              "is gone or is now another process")
+            logger.info("%s", self.port_note)
             return None
         if kept.owner_alive() and not kept.owned_by_me():
-            self._port_note = (f"it is the specsweep server pid {kept.pid} that the still-running "
-                               f"specsweep process {kept.owner_pid} uses (state file {path})")
+            self.port_note = (f"it is the specsweep server pid {kept.pid} that the still-running "
+                              f"specsweep process {kept.owner_pid} uses (state file {path})")
             return None
-        # Ours, and nobody else's any more: take it over.
-        self._proc = _state.AdoptedProcess(kept)
-        self._launch, self._server = launch, server
-        self._log_path = Path(kept.log_path)
-        self._state_path = path
-        self._info = {}
-        why = ""
+        self.state_path = path  # ours, and nobody else's any more
+        return kept
+
+    @staticmethod
+    def why_not_reused(kept: _state.ServerState, launch: Launch, server: Endpoint) -> str:
+        """Why a kept server must be stopped instead of reused ("" when it can be reused)."""
         if kept.fingerprint != launch.fingerprint or kept.base_url != server.base_url:
-            why = (f"its launch changed (fingerprint {kept.fingerprint} -> {launch.fingerprint})"
-                   if kept.fingerprint != launch.fingerprint
-                   else f"its URL changed ({kept.base_url} -> {server.base_url})")
-        elif not check_health(server.base_url, health_paths=self._health_paths(server),
-                              api_key=server.api_key):
-            why = "it failed its health check"
-        if why:
-            logger.info("kept server pid %s on %s:%s: %s; stopping it", kept.pid, server.host,
-                     server.port, why)
-            self._note(f"kept server: {why}: stopping it")
-            self.stop()
-            return None
-        keep = bool(self.settings.get("keep_server", False))
+            return (f"its launch changed (fingerprint {kept.fingerprint} -> {launch.fingerprint})"
+                    if kept.fingerprint != launch.fingerprint
+                    else f"its URL changed ({kept.base_url} -> {server.base_url})")
+        if not check_health(server.base_url, health_paths=health_paths(server.health_path),
+                            api_key=server.api_key):
+            return "it failed its health check"
+        return ""
+
+    def hand_over(self, kept: _state.ServerState) -> None:
+        """Record this process as the owner of an adopted server."""
+        if self.state_path is None:
+            return
         try:
             me, my_ticks = _state.own_identity()
-            kept.owner_pid, kept.owner_start_ticks, kept.keep_server = me, my_ticks, keep
-            _state.write_state(path, kept)
+            kept.owner_pid, kept.owner_start_ticks = me, my_ticks
+            kept.keep_server = self.settings.keep_server
+            _state.write_state(self.state_path, kept)
         except OSError as exc:  # the server is usable; only the hand-over record failed
-            logger.warning("could not update %s: %s", path, exc)
-        self._info = self._fetch_info(server, launch)
-        self._note(f"adopted by specsweep pid {os.getpid()}: kept server pid {kept.pid} "
-                   f"(started {kept.started}) reused, fingerprint={launch.fingerprint}")
-        logger.info("reusing the server kept by an earlier run: pid %s at %s (started %s; "
-                 "stop it with: %s)", kept.pid, server.base_url, kept.started, kept.stop_command())
-        return self._handle(reused=True, startup_s=0.0)
+            logger.warning("could not update %s: %s", self.state_path, exc)
 
-    def _record_state(self, proc: subprocess.Popen[bytes], launch: Launch, server: Server,
-                      log_path: Path, keep: bool) -> None:
+    def record(self, proc: subprocess.Popen[bytes], launch: Launch, server: Endpoint,
+               log_path: Path) -> None:
         """Describe the server we just spawned (best effort: a read-only home must not fail a trial)."""
         path = self._state_file(server)
         me, my_ticks = _state.own_identity()
@@ -127,20 +103,25 @@ class KeptServers:
             host=server.host, port=server.port, base_url=server.base_url, pid=proc.pid,
             pgid=proc.pid, start_ticks=_state.start_ticks(proc.pid), boot_id=_state.boot_id(),
             fingerprint=launch.fingerprint, log_path=str(log_path.resolve()),
-            command=launch.shell_line(redact=True), started=now_iso(), keep_server=keep,
-            owner_pid=me, owner_start_ticks=my_ticks)
+            command=launch.shell_line(redact=True), started=now_iso(),
+            keep_server=self.settings.keep_server, owner_pid=me, owner_start_ticks=my_ticks)
         try:
             _state.write_state(path, state)
         except OSError as exc:
             logger.warning("could not record the server in %s (%s): a kept server will not be "
                         "reused by the next run", path, exc)
             return
-        self._state_path = path
+        self.state_path = path
 
-    def _port_in_use_message(self, server: Server) -> str:
+    def forget(self, pid: int) -> None:
+        """The server ``pid`` is stopped: remove its state file (only if it still names it)."""
+        _state.remove_state(self.state_path, pid)
+        self.state_path = None
+
+    def port_in_use_message(self, server: Endpoint) -> str:
         where = f"{server.host}:{server.port}"
-        if self._port_note:
-            found = self._port_note
+        if self.port_note:
+            found = self.port_note
         else:
             directory = _state.state_dir(self.settings)
             others = [f"{p.name} names pid {st.pid} ({st.host}); stop it with: {st.stop_command()}"

@@ -1,10 +1,11 @@
-"""The local server's log file: redacting pump, marker lines, reading a window.
+"""The local server's log file: masking pump, marker lines, reading a window.
 
-When a launch carries secrets (``--api-key``) the server's output goes
-through a pump that masks them (SGLang prints its ``ServerArgs``, key
-included, at startup): a thread for a server that ends with us, a small
-process in its own session for a kept server (a thread would die with us and
-leave the server writing into a broken pipe).
+When a launch could print a secret (``--api-key``, a token in its
+environment, a secret-named variable of ours) the server's output goes
+through a pump that masks it with :mod:`sweep.secrets` (SGLang prints its
+``ServerArgs``, key included, at startup): a thread for a server that ends
+with us, a small process in its own session for a kept server (a thread
+would die with us and leave the server writing into a broken pipe).
 """
 
 from __future__ import annotations
@@ -12,16 +13,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import IO, Callable, Iterable
 
-from sweep.result import now_iso
+from sweep import secrets
+from sweep.atomic import now_iso
 
 # Records keep the logger name they had before this module was split out of launchers.local.
 logger = logging.getLogger("launchers.local")
+_SECRETS_ENV = "SPECSWEEP_REDACT"  # the pump process's values to mask (never on a command line)
+_ROOT = str(Path(__file__).resolve().parent.parent)  # where ``launchers`` and ``sweep`` import from
 
 
 def _pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
@@ -38,19 +43,12 @@ def _run_pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> N
         _pump(src, dst, redact)
 
 
-# The redacting pump of a kept server, as a process (stdlib only; secrets come in the
-# environment, never on a command line; argv[1] is the log file).
-_PUMP_PROCESS = r"""
-import json, os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-secrets = sorted((s for s in json.loads(os.environ.pop("SPECSWEEP_REDACT")) if s), key=len, reverse=True)
-with open(sys.argv[1], "ab", buffering=0) as dst:
-    for line in iter(sys.stdin.buffer.readline, b""):
-        text = line.decode("utf-8", "surrogateescape")
-        for s in secrets:
-            text = text.replace(s, "***")
-        dst.write(text.encode("utf-8", "surrogateescape"))
-"""
+def pump_process_main(log_path: str) -> None:
+    """The pump of a kept server, as a process: stdin -> ``log_path``, secrets masked."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    values = json.loads(os.environ.pop(_SECRETS_ENV, "[]"))
+    with open(log_path, "ab", buffering=0) as dst:
+        _pump(sys.stdin.buffer, dst, secrets.Redactor(values).text)
 
 
 def _pump_thread(proc: subprocess.Popen[bytes], log_path: Path,
@@ -63,21 +61,24 @@ def _pump_thread(proc: subprocess.Popen[bytes], log_path: Path,
     return thread
 
 
-def start_pump(proc: subprocess.Popen[bytes], log_path: Path, secrets: Iterable[str],
-               redact: Callable[[str], str], *, outlive_us: bool,
-               ) -> tuple[threading.Thread | None, subprocess.Popen[bytes] | None]:
-    """Pump ``proc``'s stdout into ``log_path`` with secrets masked: (thread, process), one set.
+def start_pump(proc: subprocess.Popen[bytes], log_path: Path, values: Iterable[str], *,
+               outlive_us: bool) -> tuple[threading.Thread | None, subprocess.Popen[bytes] | None]:
+    """Pump ``proc``'s stdout into ``log_path`` with ``values`` masked: (thread, process), one set.
 
     ``outlive_us`` (a kept server): a process in its own session, falling
     back to a thread if it cannot be started.
     """
     assert proc.stdout is not None
+    values = sorted(set(values))
+    redact = secrets.Redactor(values).text
     if not outlive_us:
         return _pump_thread(proc, log_path, redact), None
-    env = {**os.environ, "SPECSWEEP_REDACT": json.dumps(sorted(secrets))}
+    env = {**os.environ, _SECRETS_ENV: json.dumps(values),
+           "PYTHONPATH": os.pathsep.join(p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)}
+    code = "import sys; from launchers._local_log import pump_process_main; pump_process_main(sys.argv[1])"
     try:
         pump_proc = subprocess.Popen(
-            [sys.executable, "-c", _PUMP_PROCESS, str(log_path)], stdin=proc.stdout,
+            [sys.executable, "-c", code, str(log_path)], stdin=proc.stdout,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True, close_fds=True)
     except OSError as exc:  # pragma: no cover - we just ran this interpreter

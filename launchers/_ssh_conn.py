@@ -22,7 +22,8 @@ reason: ``ssh_unreachable`` (refused, timeout, DNS), ``ssh_auth``,
 ``ssh_host_key`` (unknown or changed key), ``ssh_dropped`` (an established
 connection died). Passwords and key passphrases come only from the
 environment (:data:`PASSWORD_ENV`, :data:`PASSPHRASE_ENV`), never from the
-config, so they cannot reach a result file or MLflow.
+config (:mod:`sweep.compose.settings` refuses them there), and their names
+make :mod:`sweep.secrets` mask their values in everything we write.
 """
 
 from __future__ import annotations
@@ -36,74 +37,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from launchers.base import LaunchFailure
-from sweep.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sweep.launch import SSHSettings
 
 PASSWORD_ENV = "SPECSWEEP_SSH_PASSWORD"
 PASSPHRASE_ENV = "SPECSWEEP_SSH_PASSPHRASE"
-HOST_KEY_POLICIES = ("reject", "accept-new")
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
-# Config keys that would put a secret into the composed config (and so into
-# result.json and MLflow): refused with a pointer to the environment variable.
-FORBIDDEN_KEYS = {"password": PASSWORD_ENV, "passphrase": PASSPHRASE_ENV, "connect_kwargs": PASSWORD_ENV}
-
-
-def secret_values() -> list[str]:
-    """The SSH secrets of this process (to mask in anything we print)."""
-    return [v for v in (os.environ.get(PASSWORD_ENV), os.environ.get(PASSPHRASE_ENV)) if v]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where to connect, validated from ``launcher.*``."""
-
-    host: str
-    port: int
-    user: str | None
-    key_filename: tuple[str, ...]
-    gateway: str | None
-    connect_timeout: float
-    known_hosts: str | None
-    host_key_policy: str
-    allow_agent: bool = True
-
-    @classmethod
-    def from_settings(cls, s: Any) -> "Target":
-        for key, env in FORBIDDEN_KEYS.items():
-            if s.get(key) is not None:
-                raise ConfigError(f"launcher.{key}", f"secrets are not accepted in the config "
-                                  f"(they would be recorded); set the environment variable {env}")
-        host = s.get("host")
-        if not host or str(host) == "???":
-            raise ConfigError("launcher.host", "is required for launcher=ssh (e.g. launcher.host=gpu-box)")
-        policy = str(s.get("host_key_policy") or "reject")
-        if policy not in HOST_KEY_POLICIES:
-            raise ConfigError("launcher.host_key_policy",
-                              f"must be one of {', '.join(HOST_KEY_POLICIES)}, got {policy!r}")
-        keys = s.get("key_filename")
-        keys = () if keys in (None, "") else (keys,) if isinstance(keys, str) else tuple(keys)
-        for value in (host, s.get("user"), s.get("gateway"), s.get("known_hosts"), *keys):
-            if value is not None and any(c in str(value) for c in "\n\r\x00"):
-                raise ConfigError("launcher", f"{value!r} contains a newline or NUL")
-        return cls(host=str(host), port=int(s.get("port") or 22),
-                   user=None if s.get("user") in (None, "") else str(s.get("user")),
-                   key_filename=tuple(os.path.expanduser(str(k)) for k in keys),
-                   gateway=None if s.get("gateway") in (None, "") else str(s.get("gateway")),
-                   connect_timeout=float(s.get("connect_timeout") or 15),
-                   known_hosts=None if not s.get("known_hosts") else os.path.expanduser(str(s.get("known_hosts"))),
-                   host_key_policy=policy, allow_agent=bool(s.get("allow_agent", True)))
-
-    @property
-    def label(self) -> str:
-        user = f"{self.user}@" if self.user else ""
-        via = f" via {self.gateway}" if self.gateway else ""
-        return f"{user}{self.host}:{self.port}{via}"
-
-    @property
-    def user_known_hosts(self) -> str:
-        return self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +63,7 @@ class Result:
 # --------------------------------------------------------------------------- failures
 
 
-def _connect_failure(exc: BaseException, target: Target) -> LaunchFailure:
+def _connect_failure(exc: BaseException, target: SSHSettings) -> LaunchFailure:
     """Map an exception raised while connecting to the reason a user can act on."""
     from paramiko.ssh_exception import (AuthenticationException, BadHostKeyException,
                                         ChannelException, NoValidConnectionsError, SSHException)
@@ -179,7 +122,7 @@ class UnknownHostKey(Exception):
         self.hostname = hostname
 
 
-def _host_key_policy(target: Target) -> Any:
+def _host_key_policy(target: SSHSettings) -> Any:
     import paramiko
 
     class Reject(paramiko.MissingHostKeyPolicy):
@@ -205,7 +148,10 @@ def _host_key_policy(target: Target) -> Any:
 class Remote:
     """One SSH connection (re-opened on demand) and the commands run over it."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: SSHSettings) -> None:
+        if not target.host or target.host == "???":
+            raise LaunchFailure("preflight", "error: launcher.host: is required for launcher=ssh "
+                                "(e.g. launcher.host=gpu-box)")
         self.target = target
         self._conn: Any = None
         self._lock = threading.RLock()

@@ -9,10 +9,11 @@ finding becomes a row: GPU count and compute capability vs
 work dir, Python headers, the server port, the executable and the tools the
 chosen mode needs.
 
-``server=sim`` (simulated) skips the GPU and model rows -- the simulator
-needs neither -- and only warns about missing Python headers (it compiles
-nothing). The same checks run locally for ``launcher=local`` in
-``python -m sweep.doctor``.
+What the box must offer comes with the launch (:class:`sweep.launch.BoxNeeds`,
+rendered from the trial's config). ``server=sim`` (simulated) skips the GPU
+and model rows -- the simulator needs neither -- and only warns about missing
+Python headers (it compiles nothing). The same checks run locally for
+``launcher=local`` in ``python -m sweep.doctor`` (:mod:`launchers.doctor`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Result
-    from sweep.config import TrialConfig
-    from sweep.render import Launch
+    from sweep.launch import BoxNeeds, Launch, SSHSettings
 
 MARK = "::specsweep::"
 HEADERS_PY = ("import sysconfig,os;print(os.path.exists(os.path.join("
@@ -60,13 +60,13 @@ def looks_local(path: str | None) -> bool:
     return bool(path) and str(path).startswith(("/", "~", "./", "../"))
 
 
-def server_python(launch: "Launch") -> str:
+def server_python(launch: Launch) -> str:
     exe = launch.argv[0] if launch.argv else "python3"
     return exe if exe.rsplit("/", 1)[-1].startswith("python") else "python3"
 
 
-def script(trial: "TrialConfig | None", launch: "Launch", *, workdir: str, port: int,
-           mode: str, systemd: dict[str, Any] | None = None) -> str:
+def script(launch: Launch, *, workdir: str, port: int, mode: str,
+           systemd: dict[str, Any] | None = None) -> str:
     """One POSIX sh script printing a MARK-delimited section per finding."""
     sec = lambda name: f"echo '{MARK}{name}'"  # noqa: E731
     lines = [
@@ -91,7 +91,7 @@ def script(trial: "TrialConfig | None", launch: "Launch", *, workdir: str, port:
         "if command -v $t >/dev/null 2>&1; then echo \"$t yes\"; else echo \"$t no\"; fi; done",
     ]
     lines += _systemd_lines(systemd or {}, sec)
-    for label, path in _model_paths(trial):
+    for label, path in _model_paths(launch.box):
         lines += [sec(f"path:{label}"), f"if [ -e {rpath(path)} ]; then echo yes; else echo no; fi"]
     return "\n".join(lines) + "\n"
 
@@ -111,16 +111,14 @@ def _systemd_lines(systemd: dict[str, Any], sec: Callable[[str], str]) -> list[s
     return lines
 
 
-def _model_paths(trial: "TrialConfig | None") -> list[tuple[str, str]]:
-    if trial is None or trial.server.simulated:
+def _model_paths(box: BoxNeeds | None) -> list[tuple[str, str]]:
+    if box is None or box.simulated:
         return []
     out = []
-    if looks_local(trial.model.path):
-        out.append(("model.path", str(trial.model.path)))
-    family = trial.spec.draft_family
-    draft = trial.model.draft_paths.get(family) if family else None
-    if draft and looks_local(draft):
-        out.append((f"model.draft_paths.{family}", str(draft)))
+    if looks_local(box.model_path):
+        out.append(("model.path", str(box.model_path)))
+    if box.draft and looks_local(box.draft[1]):
+        out.append(box.draft)
     return out
 
 
@@ -136,19 +134,20 @@ def _sections(text: str) -> dict[str, list[str]]:
     return out
 
 
-def evaluate(output: str, trial: "TrialConfig | None", launch: "Launch", *, port: int, mode: str,
+def evaluate(output: str, launch: Launch, *, port: int, mode: str,
              workdir: str, port_owned: bool, min_free_gb: float) -> list[Check]:
     """Turn the script's output into check rows (``fail`` rows stop a start)."""
     s = _sections(output)
-    simulated = trial.server.simulated if trial is not None else False
-    checks = [_gpu(s.get("gpu", []), trial)]
+    box = launch.box
+    simulated = box.simulated if box is not None else False
+    checks = [_gpu(s.get("gpu", []), box)]
     for key in [k for k in s if k.startswith("path:")]:
         label = key[5:]
         ok = s[key][:1] == ["yes"]
         checks.append(Check(label, "ok" if ok else "fail",
                             "exists" if ok else "not found on the box: fix the path or copy the model"))
-    if trial is not None and not simulated and not looks_local(trial.model.path):
-        checks.append(Check("model.path", "skip", f"{trial.model.path!r} is a Hugging Face id: "
+    if box is not None and not simulated and not looks_local(box.model_path):
+        checks.append(Check("model.path", "skip", f"{box.model_path!r} is a Hugging Face id: "
                             "the server downloads it (not checked)"))
     checks.append(_disk(s.get("disk", []), workdir, min_free_gb))
     wd = s.get("workdir", [])[:1] == ["yes"]
@@ -187,17 +186,16 @@ def evaluate(output: str, trial: "TrialConfig | None", launch: "Launch", *, port
     return checks
 
 
-def _gpu(lines: list[str], trial: "TrialConfig | None") -> Check:
-    if trial is None:
+def _gpu(lines: list[str], hw: BoxNeeds | None) -> Check:
+    if hw is None:
         return Check("gpus", "skip", "hardware config not known")
-    if trial.server.simulated:
+    if hw.simulated:
         return Check("gpus", "skip", "server is simulated (no GPU needed)")
-    hw = trial.hardware
     rc = next((ln for ln in reversed(lines) if ln.startswith("rc=")), "rc=127")
     rows = [ln for ln in lines if not ln.startswith("rc=")]
     if rc != "rc=0":
         why = "nvidia-smi not found" if rc == "rc=127" else f"nvidia-smi failed: {' '.join(rows)[:200]}"
-        return Check("gpus", "fail", f"{why}; hardware={hw.name} expects {hw.num_gpus} GPUs")
+        return Check("gpus", "fail", f"{why}; hardware={hw.hardware} expects {hw.num_gpus} GPUs")
     caps = sorted({r.rsplit(",", 1)[-1].strip() for r in rows})
     names = sorted({r.rsplit(",", 1)[0].strip() for r in rows})
     want = arch_to_cap(hw.arch)
@@ -234,21 +232,17 @@ def _headers(lines: list[str], python: str, simulated: bool) -> Check:
     return Check("python headers", "warn" if simulated else "fail", what)
 
 
-def run_checks(run: Callable[[str], "Result"], trial: "TrialConfig | None", launch: "Launch",
-               settings: Any, *, port: int, port_owned: bool) -> list[Check]:
-    """Run the script through ``run`` (SSH or local) and evaluate it."""
-    mode = str(settings.get("mode") or "process")
-    workdir = str(settings.get("workdir") or "/tmp/specsweep")
-    min_free = float(settings.get("min_free_gb") or DEFAULT_MIN_FREE_GB)
+def run_checks(run: Callable[[str], Result], launch: Launch, *, port: int, port_owned: bool,
+               mode: str, workdir: str, min_free_gb: float, ssh: SSHSettings | None = None) -> list[Check]:
+    """Run the script through ``run`` (SSH or local) and evaluate it; ``ssh`` gives the
+    unit settings of ``mode=systemd``."""
     systemd = None
-    if mode == "systemd":
-        unit = str(settings.get("unit") or "sglang-sweep.service")
-        systemd = {"unit": unit if unit.endswith(".service") else unit + ".service",
-                   "unit_dir": str(settings.get("unit_dir") or "/etc/systemd/system"),
-                   "sudo": bool(settings.get("sudo")), "dropin": bool(settings.get("dropin"))}
-    res = run(script(trial, launch, workdir=workdir, port=port, mode=mode, systemd=systemd))
-    return evaluate(res.out, trial, launch, port=port, mode=mode, workdir=workdir,
-                    port_owned=port_owned, min_free_gb=min_free)
+    if mode == "systemd" and ssh is not None:
+        systemd = {"unit": ssh.unit_name, "unit_dir": ssh.unit_dir, "sudo": ssh.sudo,
+                   "dropin": ssh.dropin}
+    res = run(script(launch, workdir=workdir, port=port, mode=mode, systemd=systemd))
+    return evaluate(res.out, launch, port=port, mode=mode, workdir=workdir,
+                    port_owned=port_owned, min_free_gb=min_free_gb)
 
 
 def failures(checks: list[Check]) -> list[Check]:

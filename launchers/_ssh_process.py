@@ -30,7 +30,7 @@ from launchers.base import LaunchFailure
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
-    from sweep.render import Launch
+    from sweep.launch import Launch
 
 MAX_LOG_BYTES = 32 * 1024 * 1024
 

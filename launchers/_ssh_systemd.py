@@ -28,7 +28,7 @@ from launchers._ssh_unit import env_file, render_unit
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
-    from sweep.render import Launch
+    from sweep.launch import Launch, LauncherSettings, SSHSettings
 
 ACTIVE = ("active", "activating", "reloading")
 DROPIN_NAME = "50-specsweep.conf"
@@ -38,16 +38,15 @@ MAX_LOG_BYTES = 32 * 1024 * 1024
 class SystemdBackend:
     name = "systemd"
 
-    def __init__(self, remote: "Remote", workdir: str, settings: Any) -> None:
+    def __init__(self, remote: Remote, workdir: str, settings: LauncherSettings,
+                 ssh: SSHSettings) -> None:
         self.remote = remote
         self.workdir = workdir  # absolute, resolved on the box
-        self.unit = str(settings.get("unit") or "sglang-sweep.service")
-        if not self.unit.endswith(".service"):
-            self.unit += ".service"
-        self.unit_dir = str(settings.get("unit_dir") or "/etc/systemd/system").rstrip("/")
-        self.dropin = bool(settings.get("dropin", False))
-        self.sudo = "sudo -n " if settings.get("sudo") else ""
-        self.stop_grace_s = float(settings.get("stop_grace_s") or 30)
+        self.unit = ssh.unit_name
+        self.unit_dir = ssh.unit_dir
+        self.dropin = ssh.dropin
+        self.sudo = "sudo -n " if ssh.sudo else ""
+        self.stop_grace_s = settings.stop_grace_s
         self.path = (f"{self.unit_dir}/{self.unit}.d/{DROPIN_NAME}" if self.dropin
                      else f"{self.unit_dir}/{self.unit}")
         self.env_path = f"{self.workdir}/{self.unit}.secrets.env"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Mapping
 from launchers.base import LaunchFailure
 
 if TYPE_CHECKING:
-    from sweep.render import Launch
+    from sweep.launch import Launch
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_VAR = "SPECSWEEP_SECRET_{}"

@@ -31,9 +31,12 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
-from sweep.result import write_atomic
+from sweep.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from sweep.launch import LauncherSettings
 
 VERSION = 1
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -130,9 +133,9 @@ def default_state_dir() -> Path:
     return root / "specsweep" / "servers"
 
 
-def state_dir(settings: Any) -> Path:
+def state_dir(settings: LauncherSettings | None) -> Path:
     """``launcher.state_dir`` (``~`` expanded) or the XDG default."""
-    value = settings.get("state_dir") if settings is not None else None
+    value = settings.state_dir if settings is not None else None
     return Path(os.path.expanduser(str(value))) if value else default_state_dir()
 
 

@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweep.render import MASK
+from sweep import secrets
 
 if TYPE_CHECKING:
-    from sweep.config import Launcher as LauncherConfig
-    from sweep.config import Server
-    from sweep.render import Launch
+    from sweep.launch import Endpoint, Launch, LauncherSettings
 
 # Reasons a launch fails; launchers.classify mines the first seven from logs.
 REASONS = (
@@ -55,24 +53,16 @@ class ServerHandle:
 class ServerLauncher(abc.ABC):
     """One server lifecycle backend (local process group, SSH...)."""
 
-    def __init__(self, settings: "LauncherConfig") -> None:
+    def __init__(self, settings: LauncherSettings) -> None:
         self.settings = settings
-        self._secrets: set[str] = set()  # values masked by _redact (launch secrets, SSH ones)
-
-    def _num(self, key: str, default: float) -> float:
-        """A numeric launcher setting; ``default`` when it is missing or null."""
-        value = self.settings.get(key, default)
-        return float(default if value is None else value)
+        self._secrets: set[str] = set()  # this launcher's launch secrets, masked by _redact
 
     def _redact(self, text: str) -> str:
-        """``text`` with every known secret replaced by ``MASK`` (longest first)."""
-        for s in sorted(self._secrets, key=len, reverse=True):
-            if s:
-                text = text.replace(s, MASK)
-        return text
+        """``text`` with the launches' secrets (and every other known one) masked."""
+        return secrets.mask_text(text, self._secrets)
 
     @abc.abstractmethod
-    def ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+    def ensure(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         """Reuse or (re)start the server for ``launch``; raise LaunchFailure."""
 
     @abc.abstractmethod

@@ -57,8 +57,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import httpx
-
 from launchers import _state
 from launchers._local_kept import KeptServers
 from launchers._local_log import append_note, read_from, start_pump
@@ -66,61 +64,42 @@ from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group
     FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, spawn, terminate_group)
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
-from launchers.readiness import check_health, wait_ready
-from sweep.render import MASK
-from sweep.result import now_iso
+from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
+from sweep import secrets
+from sweep.atomic import now_iso
 
 if TYPE_CHECKING:
-    from sweep.config import Server
-    from sweep.render import Launch
+    from sweep.launch import Endpoint, Launch, LauncherSettings
 
 logger = logging.getLogger(__name__)
-
-INFO_PATHS = ("/get_server_info", "/server_info")
-_SECRET_KEYS = ("api_key", "token", "secret", "password")
-
-
-def _redact_info(value: Any, redact: Callable[[str], str], key: str = "") -> Any:
-    """Mask secrets in /get_server_info (it echoes every server arg, api_key too)."""
-    if isinstance(value, dict):
-        return {k: _redact_info(v, redact, str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_info(v, redact) for v in value]
-    if isinstance(value, str):
-        if value and any(s in key.lower() for s in _SECRET_KEYS):
-            return MASK
-        return redact(value)
-    return value
-
 
 # --------------------------------------------------------------- the launcher
 
 
-class LocalLauncher(KeptServers, ServerLauncher):
+class LocalLauncher(ServerLauncher):
     """Owns at most one local server process group at a time."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: LauncherSettings) -> None:
         super().__init__(settings)
         self._lock = threading.RLock()
+        self._kept = KeptServers(settings)  # state files: servers kept across runs
         # our child, or a kept server an earlier run started (adopted)
         self._proc: subprocess.Popen[bytes] | _state.AdoptedProcess | None = None
         self._pump_thread: threading.Thread | None = None
         self._pump_proc: subprocess.Popen[bytes] | None = None
-        self._state_path: Path | None = None
-        self._port_note = ""  # what the state dir said about a busy port (for port_in_use)
         self._announced_pid: int | None = None
         self._launch: Launch | None = None
-        self._server: Server | None = None
+        self._server: Endpoint | None = None
         self._log_path: Path | None = None
         self._info: dict[str, Any] = {}
 
     @staticmethod
-    def _health_paths(server: Server) -> tuple[str, ...]:
-        return tuple(dict.fromkeys([server.health_path or "/health", "/health"]))
+    def _health_paths(server: Endpoint) -> tuple[str, ...]:
+        return health_paths(server.health_path)
 
     # ---- contract
 
-    def ensure(self, launch: Launch, server: Server, trial_dir: Path) -> ServerHandle:
+    def ensure(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         """Reuse the running server if its fingerprint matches and it is healthy, else (re)start."""
         with self._lock:
             self._secrets |= set(launch.secrets)
@@ -187,9 +166,8 @@ class LocalLauncher(KeptServers, ServerLauncher):
             if proc is None:
                 return
             pgid = pgid_of(proc)
-            grace = self._num("stop_grace_s", 30.0)
             try:
-                terminate_group(proc, pgid, grace)
+                terminate_group(proc, pgid, self.settings.stop_grace_s)
             finally:
                 self._finish_stop(proc)
 
@@ -214,8 +192,7 @@ class LocalLauncher(KeptServers, ServerLauncher):
             self._note(f"stopped (kept server pid {proc.pid}, started by an earlier run)")
         else:
             self._note(f"stopped (exit code {proc.returncode})")
-        _state.remove_state(self._state_path, proc.pid)
-        self._state_path = None
+        self._kept.forget(proc.pid)
         self._proc = None
         self._launch = None
         self._server = None
@@ -231,13 +208,41 @@ class LocalLauncher(KeptServers, ServerLauncher):
                             reused=reused, startup_s=startup_s, log_path=self._log_path,
                             pid=self._proc.pid, info=dict(self._info))
 
-    def _start(self, launch: Launch, server: Server, trial_dir: Path) -> ServerHandle:
+    def _adopt_kept(self, launch: Launch, server: Endpoint) -> ServerHandle | None:
+        """Adopt (same fingerprint, healthy) or stop the server an earlier run kept on this port.
+
+        Returns the handle of the adopted server, or None when the caller must
+        start one (:class:`launchers._local_kept.KeptServers` decides what may be taken over).
+        """
+        kept = self._kept.find(server)
+        if kept is None:
+            return None
+        self._proc = _state.AdoptedProcess(kept)
+        self._launch, self._server, self._log_path, self._info = launch, server, Path(kept.log_path), {}
+        why = self._kept.why_not_reused(kept, launch, server)
+        if why:
+            logger.info("kept server pid %s on %s:%s: %s; stopping it", kept.pid, server.host,
+                        server.port, why)
+            self._note(f"kept server: {why}: stopping it")
+            self.stop()
+            return None
+        self._kept.hand_over(kept)
+        self._info = fetch_info(server.base_url, server.api_key, self._secrets)
+        self._note(f"adopted by specsweep pid {os.getpid()}: kept server pid {kept.pid} "
+                   f"(started {kept.started}) reused, fingerprint={launch.fingerprint}")
+        logger.info("reusing the server kept by an earlier run: pid %s at %s (started %s; "
+                    "stop it with: %s)", kept.pid, server.base_url, kept.started, kept.stop_command())
+        return self._handle(reused=True, startup_s=0.0)
+
+    def _start(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         if port_in_use(server.host, server.port):
-            raise LaunchFailure("port_in_use", self._port_in_use_message(server))
+            raise LaunchFailure("port_in_use", self._kept.port_in_use_message(server))
         trial_dir.mkdir(parents=True, exist_ok=True)
         log_path = trial_dir / "server.log"
-        keep = bool(self.settings.get("keep_server", False))
+        keep = self.settings.keep_server
         env = {**os.environ, **launch.env}
+        # The server's output is pumped through the masking when it could print a secret.
+        masked = set(launch.secrets) | secrets.known()
         with open(log_path, "ab") as log:
             log.write(f"===== specsweep {now_iso()} start fingerprint={launch.fingerprint}: "
                       f"{launch.shell_line(redact=True)} =====\n".encode())
@@ -246,7 +251,7 @@ class LocalLauncher(KeptServers, ServerLauncher):
             t0 = time.monotonic()
             try:
                 proc = spawn(launch.argv, env=env, pdeathsig=not keep,
-                             stdout=subprocess.PIPE if launch.secrets else log)
+                             stdout=subprocess.PIPE if masked else log)
             except OSError as exc:
                 msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
                 log.write(f"specsweep: {msg}\n".encode())
@@ -254,16 +259,15 @@ class LocalLauncher(KeptServers, ServerLauncher):
             # Owned from this line on: stop()/stop_all() can find it whatever happens next.
             self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
             self._info = {}
-            self._record_state(proc, launch, server, log_path, keep)
-            if launch.secrets:
-                self._pump_thread, self._pump_proc = start_pump(
-                    proc, log_path, launch.secrets, launch.redact, outlive_us=keep)
+            self._kept.record(proc, launch, server, log_path)
+            if masked:
+                self._pump_thread, self._pump_proc = start_pump(proc, log_path, masked, outlive_us=keep)
         try:
             with self._progress(server) as on_wait:
                 wait_ready(server.base_url, health_paths=self._health_paths(server),
-                           timeout_s=self._num("ready_timeout_s", 900.0),
-                           poll_s=self._num("poll_interval_s", 0.5),
-                           poll_max_s=self._num("poll_max_s", 5.0),
+                           timeout_s=self.settings.ready_timeout_s,
+                           poll_s=self.settings.poll_interval_s,
+                           poll_max_s=self.settings.poll_max_s,
                            alive=self.alive, api_key=server.api_key, on_wait=on_wait)
         except LaunchFailure as exc:
             raise self._failure(exc, log_path, start_offset) from None
@@ -271,7 +275,7 @@ class LocalLauncher(KeptServers, ServerLauncher):
             self.stop()
             raise
         startup_s = time.monotonic() - t0
-        self._info = self._fetch_info(server, launch)
+        self._info = fetch_info(server.base_url, server.api_key, self._secrets)
         self._note(f"ready after {startup_s:.1f} s (pid {proc.pid})")
         return self._handle(reused=False, startup_s=startup_s)
 
@@ -292,29 +296,12 @@ class LocalLauncher(KeptServers, ServerLauncher):
         else:
             reason = classify(text, exited=True)
             what = f"server exited with code {code} before it was ready"
-        n = int(self._num("log_tail_lines", 60))
-        return LaunchFailure(reason, f"{what}; {hint(reason)} (log: {log_path})", tail(text, n))
-
-    def _fetch_info(self, server: Server, launch: Launch) -> dict[str, Any]:
-        """Version and server args from /get_server_info (or /server_info); {} if neither works."""
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
-        try:
-            with httpx.Client(timeout=5.0, headers=headers, trust_env=False) as client:
-                for path in INFO_PATHS:
-                    try:
-                        r = client.get(server.base_url + path)
-                        data = r.json() if r.status_code == 200 else None
-                    except (httpx.HTTPError, ValueError):
-                        continue
-                    if isinstance(data, dict):
-                        return _redact_info(data, self._redact)
-        except Exception:  # info is a nicety: never fail a ready server over it
-            pass
-        return {}
+        return LaunchFailure(reason, f"{what}; {hint(reason)} (log: {log_path})",
+                             tail(text, self.settings.log_tail_lines))
 
     @staticmethod
     @contextlib.contextmanager
-    def _progress(server: Server) -> Iterator[Callable[[float], None] | None]:
+    def _progress(server: Endpoint) -> Iterator[Callable[[float], None] | None]:
         """A 'waiting for the server' spinner on an interactive stderr (loads take minutes)."""
         if not sys.stderr.isatty():
             yield None

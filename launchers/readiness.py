@@ -7,21 +7,29 @@ model takes minutes, so polls back off exponentially (``poll_s`` doubling up
 to ``poll_max_s``) -- but a server that *dies* must be reported at once, not
 after the next 5 s poll or the 15 min timeout: ``alive()`` is checked every
 ``poll_s`` even while backing off. Shared by the local and the SSH launcher
-(for SSH, ``alive`` asks the remote side).
+(for SSH, ``alive`` asks the remote side), like :func:`fetch_info`, what a
+ready server says about itself (its version, its arguments: secrets masked).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import httpx
 
 from launchers.base import LaunchFailure
+from sweep import secrets
 
 # One health request never blocks longer than this: a hung server must not
 # stall crash detection or overshoot the deadline.
 REQUEST_TIMEOUT_MAX_S = 5.0
+INFO_PATHS = ("/get_server_info", "/server_info")
+
+
+def health_paths(configured: str | None) -> tuple[str, ...]:
+    """``server.health_path`` first, then ``/health`` (older servers and vLLM have only that)."""
+    return tuple(dict.fromkeys([configured or "/health", "/health"]))
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -114,3 +122,23 @@ def _sleep_watching(total: float, step: float, alive: Callable[[], bool], last: 
         time.sleep(min(step, left))
         if not alive():
             raise LaunchFailure("crashed", f"server process exited while starting ({last})")
+
+
+def fetch_info(base_url: str, api_key: str | None, secret_values: Iterable[str] = ()) -> dict[str, Any]:
+    """Version and server args from /get_server_info (or /server_info); {} if neither works.
+
+    Secrets masked: SGLang echoes every server argument, the API key included.
+    """
+    try:
+        with httpx.Client(timeout=5.0, headers=_headers(api_key), trust_env=False) as client:
+            for path in INFO_PATHS:
+                try:
+                    r = client.get(base_url.rstrip("/") + path)
+                    data = r.json() if r.status_code == 200 else None
+                except (httpx.HTTPError, ValueError):
+                    continue
+                if isinstance(data, dict):
+                    return dict(secrets.mask_tree(data, secrets.redactor(secret_values)))
+    except Exception:  # noqa: BLE001 - info is a nicety: never fail a ready server over it
+        pass
+    return {}

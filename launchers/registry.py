@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from launchers.base import ServerLauncher
-    from sweep.config import Launcher as LauncherConfig
+    from sweep.launch import LauncherSettings
 
 _lock = threading.RLock()
-_launchers: dict[str, "ServerLauncher"] = {}
+_launchers: dict[str, ServerLauncher] = {}
 _signals_installed = False
 
 # Settings that name *which* machine a launcher drives; a change means a new
@@ -40,11 +40,11 @@ _signals_installed = False
 IDENTITY_KEYS = ("host", "port", "user", "gateway", "mode", "unit", "workdir", "key_filename")
 
 
-def _identity(cfg: Any) -> tuple[Any, ...]:
-    return tuple(cfg.get(k) for k in IDENTITY_KEYS)
+def _identity(cfg: LauncherSettings) -> tuple[Any, ...]:
+    return (cfg.name, *(getattr(cfg.ssh, k) if cfg.ssh is not None else None for k in IDENTITY_KEYS))
 
 
-def _create(cfg: "LauncherConfig") -> "ServerLauncher":
+def _create(cfg: LauncherSettings) -> ServerLauncher:
     if cfg.name == "local":
         from launchers.local import LocalLauncher
 
@@ -56,7 +56,7 @@ def _create(cfg: "LauncherConfig") -> "ServerLauncher":
     raise ValueError(f"launcher.name: unknown launcher {cfg.name!r} (allowed: local, ssh)")
 
 
-def get_launcher(cfg: "LauncherConfig") -> "ServerLauncher":
+def get_launcher(cfg: LauncherSettings) -> ServerLauncher:
     """The process-wide launcher for ``cfg.name`` (created on first use)."""
     install_signal_handlers()
     with _lock:
@@ -84,7 +84,7 @@ def stop_all(*, force: bool = False) -> None:
         launchers = list(_launchers.values())
     error: BaseException | None = None
     for launcher in launchers:
-        if not force and launcher.settings.get("keep_server", False):
+        if not force and launcher.settings.keep_server:
             announce = getattr(launcher, "announce_kept", None)
             if announce is not None:
                 try:

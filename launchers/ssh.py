@@ -22,9 +22,8 @@ Same guarantees as the local launcher, over Fabric/SSH:
   what still runs and how to stop it.
 
 Secrets (API key, SSH password/passphrase) are masked in every message, log
-and handle this module produces. Pass the full trial config with
-:meth:`SSHLauncher.bind` (``sweep.doctor`` does); otherwise the pre-flight
-reads it from the Hydra job dir (``.hydra/config.yaml``) of the trial.
+and handle this module produces (:mod:`sweep.secrets`). What the box must
+offer for the pre-flight comes with the launch (``launch.box``).
 """
 
 from __future__ import annotations
@@ -35,19 +34,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launchers._ssh_conn import Remote, Target, secret_values
+from launchers._ssh_conn import Remote
 from launchers._ssh_preflight import Check, failures, rpath, run_checks
 from launchers._ssh_tunnel import LocalForward
 from launchers._ssh_unit import check_launch
-from launchers._ssh_util import fetch_info, loopback, tcp_open, trial_from_job_dir
+from launchers._ssh_util import loopback, tcp_open
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
-from launchers.readiness import check_health, wait_ready
-from sweep.errors import ConfigError
+from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
 
 if TYPE_CHECKING:
-    from sweep.config import Server, TrialConfig
-    from sweep.render import Launch
+    from sweep.launch import Endpoint, Launch, LauncherSettings, SSHSettings
 
 log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 1.0
@@ -56,41 +53,37 @@ WATCH_INTERVAL_S = 1.0
 class SSHLauncher(ServerLauncher):
     """Owns at most one server on one box (a process group or a systemd unit)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: LauncherSettings) -> None:
         super().__init__(settings)
         self._lock = threading.RLock()
         self._remote: Remote | None = None
         self._backend: Any = None
         self._workdir: str | None = None
-        self._trial: TrialConfig | None = None
         self._launch: Launch | None = None
-        self._server: Server | None = None
+        self._server: Endpoint | None = None
         self._owned = False  # a server we started or adopted is (believed) running
         self._forward: LocalForward | None = None
         self._direct_ok: bool | None = None
         self._preflight_ok: set[tuple[Any, ...]] = set()
-        self._secrets.update(secret_values())
         self._trial_log: Path | None = None
         self._startup_text = ""
         self._info: dict[str, Any] = {}
         self._switch = False
         self._watch_error: LaunchFailure | None = None
 
-    def bind(self, trial: "TrialConfig") -> None:
-        """The full trial config (hardware, model) for the pre-flight checks."""
-        self._trial = trial
+    @property
+    def ssh(self) -> SSHSettings:
+        assert self.settings.ssh is not None, "launcher=ssh settings without their ssh part"
+        return self.settings.ssh
 
     # ------------------------------------------------------------------ connection
 
     def _connect(self) -> Remote:
         if self._remote is None:
-            try:
-                self._remote = Remote(Target.from_settings(self.settings))
-            except ConfigError as err:
-                raise LaunchFailure("preflight", err.one_line()) from None
+            self._remote = Remote(self.ssh)
         self._remote.open()
         if self._workdir is None:
-            wd = str(self.settings.get("workdir") or "/tmp/specsweep")
+            wd = self.ssh.workdir
             res = self._remote.run(f"mkdir -p {rpath(wd)} && cd {rpath(wd)} && pwd -P",
                                    what="creating the work dir")
             lines = res.out.strip().splitlines()
@@ -99,10 +92,10 @@ class SSHLauncher(ServerLauncher):
                                     f"{self._remote.target.host}: {res.err.strip()[:200]}")
             self._workdir = lines[-1]
         if self._backend is None:
-            if self.settings.get("mode") == "systemd":
+            if self.ssh.mode == "systemd":
                 from launchers._ssh_systemd import SystemdBackend
 
-                self._backend = SystemdBackend(self._remote, self._workdir, self.settings)
+                self._backend = SystemdBackend(self._remote, self._workdir, self.settings, self.ssh)
             else:
                 from launchers._ssh_process import ProcessBackend
 
@@ -115,16 +108,15 @@ class SSHLauncher(ServerLauncher):
         conn = getattr(self._remote, "_conn", None)
         return getattr(conn, "host", None) or host  # ~/.ssh/config HostName applied by Fabric
 
-    def _tunnel_needed(self, server: "Server") -> bool:
-        pf = self.settings.get("port_forward")
-        if pf is True or str(pf).lower() == "true" or self._direct_ok is False:
+    def _tunnel_needed(self, server: Endpoint) -> bool:
+        if self.ssh.port_forward or self._direct_ok is False:
             return True
         assert self._remote is not None
         if self._remote.target.gateway:
             return True
         return loopback(server.host) and not loopback(self._http_host())
 
-    def _base_url(self, server: "Server") -> str:
+    def _base_url(self, server: Endpoint) -> str:
         if not self._tunnel_needed(server):
             host = self._http_host()
             return f"http://{'127.0.0.1' if loopback(host) else host}:{server.port}"
@@ -145,9 +137,9 @@ class SSHLauncher(ServerLauncher):
 
     # ------------------------------------------------------------------ contract
 
-    def ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+    def ensure(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         with self._lock:
-            self._secrets |= set(launch.secrets) | set(secret_values())
+            self._secrets |= set(launch.secrets)
             self._trial_log = Path(trial_dir) / "server.log"
             self._startup_text = ""
             try:
@@ -155,11 +147,11 @@ class SSHLauncher(ServerLauncher):
             except LaunchFailure as f:
                 raise LaunchFailure(f.reason, self._redact(f.message), self._redact(f.log_tail)) from None
 
-    def _ensure(self, launch: "Launch", server: "Server", trial_dir: Path) -> ServerHandle:
+    def _ensure(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         self._connect()
         backend = self._backend
         check_launch(launch, systemd=self._backend.name == "systemd")
-        paths = tuple(dict.fromkeys([server.health_path or "/health", "/health"]))
+        paths = health_paths(server.health_path)
         running, same = backend.probe(launch)
         if running and same:
             url = self._base_url(server)
@@ -170,11 +162,11 @@ class SSHLauncher(ServerLauncher):
                 healthy = check_health(url, health_paths=paths, api_key=server.api_key)
             if healthy:
                 self._launch, self._server, self._owned = launch, server, True
-                self._info = self._info or fetch_info(url, server.api_key, self._redact)
+                self._info = self._info or fetch_info(url, server.api_key, self._secrets)
                 self._write_trial_log(f"specsweep: reused {backend.describe()}\n")
                 return self._handle(url, reused=True, startup_s=0.0)
-        self._preflight(launch, server, trial_dir, port_owned=running)
-        grace = self._num("stop_grace_s", 30.0)
+        self._preflight(launch, server, port_owned=running)
+        grace = self.settings.stop_grace_s
         t0 = time.monotonic()
         self._launch, self._server, self._info = launch, server, {}
         try:
@@ -187,7 +179,7 @@ class SSHLauncher(ServerLauncher):
             self._stop_quietly()
             raise
         startup_s = time.monotonic() - t0
-        self._info = fetch_info(url, server.api_key, self._redact)
+        self._info = fetch_info(url, server.api_key, self._secrets)
         self._startup_text = self._redact(self._safe_log(backend.start_mark))
         self._write_trial_log("")
         return self._handle(url, reused=False, startup_s=startup_s)
@@ -221,12 +213,12 @@ class SSHLauncher(ServerLauncher):
             try:
                 if self._owned and self._backend is not None:
                     self._connect()
-                    self._backend.stop(self._num("stop_grace_s", 30.0))
+                    self._backend.stop(self.settings.stop_grace_s)
                 self._owned = False
             except (LaunchFailure, OSError) as exc:
                 what = self._backend.describe() if self._backend is not None else "the server"
                 log.warning("could not stop %s on %s: %s -- it may still be running",
-                            what, self.settings.get("host"), self._redact(str(exc)))
+                            what, self.ssh.host, self._redact(str(exc)))
             finally:
                 self._close()
 
@@ -242,22 +234,18 @@ class SSHLauncher(ServerLauncher):
     def _stop_quietly(self) -> None:
         try:
             if self._backend is not None:
-                self._backend.stop(self._num("stop_grace_s", 30.0))
+                self._backend.stop(self.settings.stop_grace_s)
             self._owned = False
         except BaseException as exc:  # noqa: BLE001 - already failing; say what is left
-            log.warning("could not stop the server on %s: %s", self.settings.get("host"),
-                        self._redact(str(exc)))
+            log.warning("could not stop the server on %s: %s", self.ssh.host, self._redact(str(exc)))
 
-    def _preflight(self, launch: "Launch", server: "Server", trial_dir: Path, *,
-                   port_owned: bool) -> None:
-        if self.settings.get("preflight") is False:
+    def _preflight(self, launch: Launch, server: Endpoint, *, port_owned: bool) -> None:
+        if not self.ssh.preflight:
             return
-        trial = self._trial or trial_from_job_dir(trial_dir)
-        key = (launch.argv[0], server.port, None if trial is None else
-               (trial.hardware.num_gpus, trial.hardware.arch, trial.model.path, trial.server.simulated))
+        key = (launch.argv[0], server.port, launch.box)
         if key in self._preflight_ok:
             return
-        checks = self.checks(launch, server.port, trial, port_owned=port_owned)
+        checks = self.checks(launch, server.port, port_owned=port_owned)
         bad = failures(checks)
         if bad:
             raise LaunchFailure("preflight", f"{self._remote.target.host if self._remote else '?'}: "
@@ -265,29 +253,34 @@ class SSHLauncher(ServerLauncher):
                                 + " (full table: python -m sweep.doctor with the same overrides)")
         self._preflight_ok.add(key)
 
-    def checks(self, launch: "Launch", port: int, trial: "TrialConfig | None", *,
-               port_owned: bool) -> list[Check]:
+    def checks(self, launch: Launch, port: int, *, port_owned: bool) -> list[Check]:
         """The pre-flight rows for this box (connects; starts nothing)."""
         remote = self._connect()
         return run_checks(lambda script: remote.run(script, what="running pre-flight checks"),
-                          trial, launch, self.settings, port=port, port_owned=port_owned)
+                          launch, port=port, port_owned=port_owned, mode=self.ssh.mode,
+                          workdir=self.ssh.workdir, min_free_gb=self.ssh.min_free_gb, ssh=self.ssh)
 
-    def probe(self, launch: "Launch") -> tuple[bool, bool]:
-        """(a server of ours runs on the box, it is this launch) -- for sweep.doctor."""
+    def probe(self, launch: Launch) -> tuple[bool, bool]:
+        """(a server of ours runs on the box, it is this launch) -- for the doctor."""
         self._connect()
         return self._backend.probe(launch)
 
-    def _wait(self, server: "Server", paths: tuple[str, ...]) -> str:
+    def connection(self) -> tuple[str, str]:
+        """(where: user@host:port, the server's SSH version) of the open connection."""
+        remote = self._connect()
+        return remote.target.label, str(getattr(remote.transport, "remote_version", "") or "")
+
+    def _wait(self, server: Endpoint, paths: tuple[str, ...]) -> str:
         """Poll readiness; switch to a tunnel if the port proves unreachable directly."""
-        deadline = time.monotonic() + self._num("ready_timeout_s", 900.0)
+        deadline = time.monotonic() + self.settings.ready_timeout_s
         while True:
             url = self._base_url(server)
             self._switch, self._watch_error = False, None
             probing = not self._tunnel_needed(server) and self._direct_ok is None
             try:
                 wait_ready(url, health_paths=paths, timeout_s=max(1.0, deadline - time.monotonic()),
-                           poll_s=self._num("poll_interval_s", 1.0),
-                           poll_max_s=self._num("poll_max_s", 5.0),
+                           poll_s=self.settings.poll_interval_s,
+                           poll_max_s=self.settings.poll_max_s,
                            alive=self._watcher(server, probing), api_key=server.api_key)
                 return url
             except LaunchFailure as f:
@@ -298,7 +291,7 @@ class SSHLauncher(ServerLauncher):
                     continue
                 raise
 
-    def _watcher(self, server: "Server", probing: bool) -> Any:
+    def _watcher(self, server: Endpoint, probing: bool) -> Any:
         state = {"last": 0.0, "alive": True}
 
         def alive() -> bool:
@@ -320,7 +313,7 @@ class SSHLauncher(ServerLauncher):
 
         return alive
 
-    def _failure(self, failure: LaunchFailure, launch: "Launch") -> LaunchFailure:
+    def _failure(self, failure: LaunchFailure, launch: Launch) -> LaunchFailure:
         """Mine this start's log, stop what is left, build the user-facing failure."""
         if failure.reason.startswith("ssh_"):
             return failure  # the box is out of reach; stop() tries again (and says what is left)
@@ -343,7 +336,7 @@ class SSHLauncher(ServerLauncher):
         self._write_trial_log("")
         host = self._remote.target.host if self._remote else "?"
         return LaunchFailure(reason, f"{what} on {host} ({backend.describe()}); {hint(reason)}",
-                             tail(text, int(self._num("log_tail_lines", 60))))
+                             tail(text, self.settings.log_tail_lines))
 
     def _safe_log(self, mark: Any) -> str:
         try:
@@ -365,7 +358,7 @@ class SSHLauncher(ServerLauncher):
         assert self._launch is not None
         info = dict(self._info)
         fwd = self._forward
-        info["remote"] = {"host": self.settings.get("host"), "mode": self._backend.name,
+        info["remote"] = {"host": self.ssh.host, "mode": self._backend.name,
                           "where": self._backend.describe(),
                           "tunnel": fwd is not None and url == f"http://127.0.0.1:{fwd.port}"}
         return ServerHandle(base_url=url, fingerprint=self._launch.fingerprint, reused=reused,

@@ -6,10 +6,12 @@ import sys
 
 
 def main() -> None:
-    from sweep import plugins, preflight
+    from sweep import plugins, secrets
+    from sweep.compose import cmdline
 
+    secrets.install_log_masking()  # Hydra logs every job's overrides
     plugins.register()
-    preflight.check(sys.argv[1:])
+    cmdline.check(sys.argv[1:])
     from sweep.app import task
 
     task()

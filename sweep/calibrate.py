@@ -53,7 +53,8 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
         print(f"\nbox {box}: {len(pts)} measured points", file=out)
         print(f"  {'point':<{width}}  {'measured':>9}  {'fitted':>9}  {'error':>7}", file=out)
         for p, v in pts:
-            print(f"  {p.label:<{width}}  {p.measured:>9.2f}  {v:>9.2f}  {100 * (v / p.measured - 1):>+6.1f}%", file=out)
+            print(f"  {p.label:<{width}}  {p.measured:>9.2f}  {v:>9.2f}  {100 * (v / p.measured - 1):>+6.1f}%",
+                  file=out)
         print(f"  {'constant':<22} {'prior':>10} {'fitted':>10}  status", file=out)
         weak = []
         for i, prm in enumerate(result.params):

@@ -38,8 +38,8 @@ def cell(context: int, concurrency: int, *, tok_s: float | None = None, accept: 
 
 
 def config(*overrides: str) -> dict[str, Any]:
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
 
     raw = from_omegaconf(compose(["server=sglang", *overrides])).raw
     return {k: raw[k] for k in ("hardware", "spec", "model", "server", "workload")}

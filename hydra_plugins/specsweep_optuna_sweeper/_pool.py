@@ -42,7 +42,6 @@ What the controller does while they run:
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import re
@@ -54,18 +53,22 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep import secrets
+from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
+
 from . import _storage
 from ._loop import Interrupted, SearchLoop
+from ._pool_proc import (TOKEN_ENV, _pdeathsig, _signame, _tail, base_command, processes_with_token,
+                         worker_argv)
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "SPECSWEEP_POOL_TOKEN"  # marks a worker's local descendants (its servers)
 POLL_S = 0.5
 PROGRESS_S = 1.0
 # After forwarding Ctrl-C: how long workers get to stop their servers, then SIGTERM, SIGKILL.
@@ -79,188 +82,21 @@ def default_storage(sweep_dir: Path) -> str:
 
 
 # -- hosts --------------------------------------------------------------------------------------
-@dataclass
-class Host:
-    label: str
-    entry: dict[str, Any]
-    overrides: list[str]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
-
-
-def hydra_value(value: Any) -> str:
-    """A Python value as a Hydra override value (strings quoted, so any text survives)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(hydra_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    # Hydra's quoted string: escape backslashes that precede a quote or the end, and
-    # the quote itself; "${" would start an interpolation.
-    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
-    text = text.replace("'", "\\'").replace("${", "\\${")
-    return f"'{text}'"
-
-
-def _label(i: int, entry: Mapping[str, Any]) -> str:
-    if entry.get("label"):
-        return str(entry["label"])
-    host = entry.get("host")
-    if host:
-        label = str(host) + (f":{entry['port']}" if entry.get("port") is not None else "")
-        if entry.get("server_port") is not None:
-            label += f"/{entry['server_port']}"
-        return label
-    if entry.get("server_port") is not None:
-        return f"local:{entry['server_port']}"
-    return f"host{i}"
-
-
-def hosts_of(config: DictConfig, pool: Mapping[str, Any]) -> list[Host]:
+# What an entry of launcher.hosts means is decided once, by the app (sweep.compose.hosts).
+def hosts_of(config: DictConfig, pool: Mapping[str, Any]) -> list[PoolHost]:
     """The pool's hosts from the app config (empty: no pool)."""
     key = pool.get("hosts_key")
     if not key:
         return []
-    raw = _plain(OmegaConf.select(config, str(key), default=None))
-    if not raw:
-        return []
-    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
-        raise ValueError(f"{key}: a list of mappings, one per host, e.g. "
-                         f"[{{server_port: 31001}}, {{host: gpu-b}}]; got {raw!r}")
-    parent = str(key).rpartition(".")[0]
-    key_map = dict(pool.get("key_map") or {})
-    hosts, labels = [], set()
-    for i, entry in enumerate(raw):
-        label = _label(i, entry)
-        if label in labels:
-            label = f"{label}#{i}"
-        labels.add(label)
-        overrides = []
-        for k, v in entry.items():
-            if k in ("label", "overrides"):
-                continue
-            target = key_map.get(k) or (f"{parent}.{k}" if parent else str(k))
-            overrides.append(f"{target}={hydra_value(v)}")
-        overrides.extend(str(o) for o in entry.get("overrides") or [])
-        hosts.append(Host(label, dict(entry), overrides))
-    return hosts
-
-
-# -- the worker command line --------------------------------------------------------------------
-def base_command(command: Sequence[str] | None) -> list[str]:
-    """How this process was started, without its arguments (``python -m sweep``)."""
-    if command:
-        return [str(c) for c in command]
-    orig = list(getattr(sys, "orig_argv", []) or [])
-    n_args = len(sys.argv) - 1
-    if orig and len(orig) > n_args:
-        prefix = orig[:len(orig) - n_args]
-    else:
-        prefix = [sys.executable, sys.argv[0]]
-    prefix[0] = sys.executable
-    return prefix
-
-
-def _key(override: str) -> str | None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        return OverridesParser.create().parse_override(override).key_or_group
-    except Exception:  # noqa: BLE001 - an unparsable line is kept as it is
-        return None
-
-
-def worker_argv(base: Sequence[str], argv: Sequence[str], extra: Sequence[str]) -> list[str]:
-    """``base`` + this process's Hydra flags and overrides + ``extra`` (which win: the
-    controller's overrides of the same keys are dropped)."""
-    from hydra._internal.utils import get_args_parser
-
-    args = get_args_parser().parse_args(list(argv))
-    out = list(base) + ["-m"]
-    for flag, value in (("--config-path", args.config_path), ("--config-name", args.config_name),
-                        ("--config-dir", args.config_dir)):
-        if value is not None:
-            out += [flag, str(value)]
-    replaced = {_key(o) for o in extra} - {None}
-    out += [o for o in args.overrides if _key(o) not in replaced]
-    out += list(extra)
-    return out
-
-
-# -- process plumbing ---------------------------------------------------------------------------
-_PR_SET_PDEATHSIG = 1
-try:
-    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") \
-        else None
-except (OSError, AttributeError):  # pragma: no cover - exotic libc
-    _prctl = None
-
-
-def _pdeathsig(parent: int) -> Callable[[], None] | None:
-    """preexec_fn: the kernel sends SIGTERM to the worker when the controller dies."""
-    if _prctl is None:
-        return None
-
-    def preexec() -> None:
-        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-def processes_with_token(token: str) -> list[int]:
-    """Live (non-zombie) local processes whose environment carries ``token``."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
-def _signame(rc: int) -> str:
-    try:
-        return signal.Signals(-rc).name
-    except ValueError:
-        return f"signal {-rc}"
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+    raw = OmegaConf.select(config, str(key), default=None)
+    if isinstance(raw, (DictConfig, ListConfig)):
+        raw = OmegaConf.to_container(raw, resolve=True)
+    return pool_hosts(raw, parent=str(key).rpartition(".")[0], key_map=dict(pool.get("key_map") or {}))
 
 
 @dataclass
 class Worker:
-    host: Host
+    host: PoolHost
     proc: subprocess.Popen[bytes]
     log_path: Path
     token: str
@@ -270,7 +106,7 @@ class Worker:
 
 @dataclass
 class _Restart:
-    host: Host
+    host: PoolHost
     token: str
     restarts: int
     deadline: float
@@ -282,7 +118,7 @@ class Pool:
 
     config: DictConfig
     settings: Any  # _impl.Settings
-    hosts: list[Host]
+    hosts: list[PoolHost]
     sweep_dir: Path
     study: optuna.Study
     study_name: str
@@ -296,7 +132,7 @@ class Pool:
     _stopping: int = 0
 
     # -- starting -------------------------------------------------------------------------
-    def _extra(self, host: Host) -> list[str]:
+    def _extra(self, host: PoolHost) -> list[str]:
         s, pool = self.settings, self.settings.pool
         extra = [f"hydra.sweep.dir={hydra_value(str(self.sweep_dir))}",
                  f"hydra.sweeper.storage={hydra_value(s.storage)}",
@@ -307,7 +143,7 @@ class Pool:
         extra += [str(o) for o in pool.get("worker_overrides") or []]
         return extra
 
-    def _spawn(self, host: Host, restarts: int = 0) -> Worker:
+    def _spawn(self, host: PoolHost, restarts: int = 0) -> Worker:
         argv = worker_argv(base_command(self.settings.pool.get("command")), sys.argv[1:],
                            self._extra(host))
         logs = self.sweep_dir / "workers"
@@ -317,7 +153,7 @@ class Pool:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", TOKEN_ENV: token}
         with open(log_path, "ab") as out:
             out.write(f"===== {time.strftime('%Y-%m-%d %H:%M:%S')} worker {host.label}: "
-                      f"{subprocess.list2cmdline(argv)}\n".encode())
+                      f"{secrets.mask_text(subprocess.list2cmdline(argv))}\n".encode())
             out.flush()
             # Own session: the terminal's Ctrl-C reaches the controller only, which forwards it
             # once (a second SIGINT while a worker stops its server would cut that short).

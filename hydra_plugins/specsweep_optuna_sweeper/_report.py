@@ -13,7 +13,6 @@ constrained, and FAIL trials have no value at all.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
@@ -76,14 +75,18 @@ def select(study: optuna.Study) -> tuple[FrozenTrial | None, list[FrozenTrial]]:
 
 
 def server_command(t: FrozenTrial) -> str | None:
-    """The exact launch command recorded in the trial's result.json."""
+    """The exact launch command recorded in the trial's result.json (secrets masked)."""
+    from sweep import secrets
+    from sweep.record.result import TrialResult
+
     path = t.user_attrs.get("result_path")
     if not path:
         return None
     try:
-        return json.loads(Path(path).read_text()).get("command")
-    except (OSError, ValueError, AttributeError):
+        command = TrialResult.load(Path(path)).command
+    except (OSError, ValueError):
         return None
+    return secrets.mask_text(command) if command else None
 
 
 # Keys that describe how the study ran (the host pool), not the config found.

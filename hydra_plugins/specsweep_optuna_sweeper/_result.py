@@ -6,8 +6,8 @@ feasible), ``constraint_names``, ``feasible``, ``failure_reason``,
 ``result_path``, ``mlflow_run_id``, ``fingerprint``. Plain floats (or a
 list, one per objective) are accepted too, so the plugin serves any Hydra app.
 A job that raised is a FAIL: reason ``config_error`` for the app's
-ConfigError (deterministic: the same config raises again), ``exception``
-otherwise.
+:class:`sweep.errors.ConfigError` (deterministic: the same config raises
+again, e.g. ``spec.topk`` above ``spec.budget``), ``exception`` otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from optuna.trial import TrialState
+
+from sweep.errors import ConfigError
 
 from ._sampler import CRASHED
 
@@ -49,9 +51,8 @@ def failed(reason: str, message: str | None = None, **attrs: Any) -> Outcome:
 
 
 def from_exception(exc: BaseException) -> Outcome:
-    name = type(exc).__name__
-    reason = "config_error" if name == "ConfigError" else "exception"
-    return failed(reason, f"{name}: {exc}")
+    reason = "config_error" if isinstance(exc, ConfigError) else "exception"
+    return failed(reason, f"{type(exc).__name__}: {exc}")
 
 
 def _jsonable(value: Any) -> Any:

@@ -170,7 +170,7 @@ def child(cfg, status, fd, cap_last):
 def main():
     cfg = json.loads(sys.argv[1])
     fd = cfg["status_fd"]
-    status = {"pid_namespace": False, "net_namespace": False, "mount_namespace": False,
+    status: dict = {"pid_namespace": False, "net_namespace": False, "mount_namespace": False,
               "fs_readonly": False, "uid": None, "no_new_privs": False, "rlimits": False}
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)    # the controller's thread dies: so do we
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from sweep import secrets
 from sweep.bench.sse import Stream, as_int, loads
 from sweep.bench.transport import HttpConnection, TransportError
 
@@ -275,7 +276,7 @@ async def stream_request(conn: HttpConnection, payload: dict[str, Any] | bytes, 
     if rec.detail:  # a server that echoes the key in an error body must not leak it into results
         key = conn.headers.get("authorization", "").partition(" ")[2]
         if key:
-            rec.detail = rec.detail.replace(key, "***")
+            rec.detail = secrets.mask_text(rec.detail, {key})
     return rec
 
 

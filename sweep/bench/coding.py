@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from sweep.bench.client import build_payload, make_client, stream_chat
 
 if TYPE_CHECKING:
-    from sweep.config import Workload
+    from sweep.compose.config import Workload
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,9 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
     probs = problems_for(workload)
     results: list[ProblemResult] = []
     enforced: dict[str, Any] | None = None
-    limits = {"timeout_s": workload.sandbox_timeout_s, "memory_mb": workload.sandbox_memory_mb,
-              "mechanism": workload.sandbox_mechanism}
+    limits: dict[str, Any] = {"timeout_s": workload.sandbox_timeout_s,
+                              "memory_mb": workload.sandbox_memory_mb,
+                              "mechanism": workload.sandbox_mechanism}
     with _progress_bar(progress) as bar:
         task = bar.add_task(f"coding eval ({workload.coding})", total=len(probs), tok_s="")
         async with make_client(base_url.rstrip("/"), concurrency=1, api_key=api_key,

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     import httpx
 
     from sweep.bench.transport import HttpConnection
-    from sweep.config import Workload
+    from sweep.compose.config import Workload
 
 # Exactly the cell keys of result.json (docs/ARCHITECTURE.md).
 CELL_KEYS = (
@@ -151,7 +151,7 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
     tpot = [t for t in (r.tpot_s for r in ok) if t is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     decoding = [r for r in ok if r.completion_tokens and r.e2e_s is not None and r.ttft_s is not None]
-    decode_s = sum(r.e2e_s - r.ttft_s for r in decoding)  # type: ignore[operator]
+    decode_s = sum(r.e2e_s - r.ttft_s for r in decoding)  # type: ignore[operator,misc]
     decode_tokens = sum(r.completion_tokens or 0 for r in decoding)
     spec = [r for r in ok if r.spec_verify_ct]
     spec_tokens = sum((r.meta_completion_tokens or r.completion_tokens or 0) for r in spec)
@@ -407,9 +407,9 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     loop it uses a helper thread). Never raises for request failures: they
     are counted per cell in ``errors`` / ``error_kinds``.
     """
-    coro_args = dict(api_key=api_key, progress=progress, flush=flush, request_extras=request_extras,
-                     endpoint=endpoint, tokenize=tokenize, continuous_usage=continuous_usage,
-                     vocab_size=vocab_size)
+    coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
+                                     request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
+                                     continuous_usage=continuous_usage, vocab_size=vocab_size)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 

@@ -56,7 +56,7 @@ from sweep.bench._sandbox_watch import (
     tree,
     wait_gone,
 )
-from sweep.config import SANDBOX_MECHANISMS
+from sweep.compose.config import SANDBOX_MECHANISMS
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ def _command(mech: str, base: str, work: str, lay: Layout, limits: Limits, uid: 
            "scratch_mb": limits.scratch_mb, "rlimits": limits.rlimits(), "uid": uid, "python": lay.python,
            "env": minimal_env(work), "status_fd": status_fd, "strict": os.geteuid() == 0,
            "seccomp": bpf.hex() if bpf else None}
-    os.mkdir(cfg["root"])
+    os.mkdir(str(cfg["root"]))
     return [lay.python, "-I", "-S", "-B", BOOT, json.dumps(cfg)]
 
 

@@ -11,20 +11,21 @@ import asyncio
 import json
 import os
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, MutableMapping
 
 from starlette.applications import Starlette
 from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from sweep.secrets import MASK
 from sweep.sim import faults, metrics, perf, serving
 from sweep.sim.cli import SimArgs
 from sweep.sim.engine import Engine
 
 VERSION = "0.5.23"
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics"})
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class SimState:
@@ -99,7 +100,7 @@ def build_app(state: SimState) -> Starlette:
         st = state.engine.stats
         info = {k: v for k, v in vars(args.ns).items() if not k.startswith("sim_")}
         if info.get("api_key"):
-            info["api_key"] = "***"
+            info["api_key"] = MASK
         avg = st.accept_tokens_total / st.verify_ct_total if st.verify_ct_total else 0.0
         info.update({
             "version": VERSION, "max_total_num_tokens": state.max_total_tokens,

@@ -23,7 +23,9 @@ from statistics import NormalDist
 from typing import Any, Mapping
 
 from sweep.sim.accept import moments, p_scale, segments, shape_of, survival
-from sweep.sim.perf import CUDA_GRAPH_MAX_BS, Box, kv_capacity, prefill_ms_box, step_ms
+from sweep.sim.constants import Calibration
+from sweep.sim.perf import (CUDA_GRAPH_MAX_BS, Box, box_of, calibration, kv_capacity,
+                            prefill_ms_box, step_ms)
 
 
 def expected_max_z(n: int) -> float:
@@ -83,3 +85,13 @@ def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: in
         "e2e_ms": prefill + gen, "tail_ms": tail, "verify_width": width, "steps": steps,
         **{f"step_{k}_ms": v for k, v in mid.items() if k != "total"},
     }
+
+
+def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
+             context: int, concurrency: int, max_tokens: int, disable_cuda_graph: bool = False,
+             requests: int | None = None, cal: Calibration | None = None) -> dict[str, float]:
+    """Figures of one benchmark cell (see :func:`cell`) from the hardware and model configs;
+    ``tok_s`` = output tok/s. Here, not in perf, so perf does not import this module back."""
+    return cell(box_of(hardware, model), (cal or calibration(hardware)).values, spec, context=context,
+                concurrency=concurrency, max_tokens=max_tokens, requests=requests,
+                disable_cuda_graph=disable_cuda_graph)

@@ -77,9 +77,9 @@ class SimProcess:
 
 def render_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, str], str]:
     """(argv, extra env, base_url) of the server a config with these overrides starts."""
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     cfg = from_omegaconf(compose(list(overrides)))
     launch = render(cfg)

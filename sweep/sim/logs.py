@@ -13,6 +13,8 @@ import sys
 import time
 from typing import Any, Mapping
 
+from sweep.secrets import MASK
+
 
 def stamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
@@ -42,7 +44,7 @@ def server_args_line(ns: Any) -> str:
         if k.startswith("sim_"):
             continue
         if k == "api_key" and v:
-            v = "***"
+            v = MASK
         items.append(f"{k}={v!r}")
     return "server_args=ServerArgs(" + ", ".join(items) + ")"
 

@@ -1,4 +1,4 @@
-"""Measured points from real trials' result files (the format ``sweep.trial`` writes).
+"""Measured points from real trials' result files (the format ``sweep.trial.run`` writes).
 
 A point is one figure a real server produced and the twin can predict: a
 cell's output tok/s or accept length (context x concurrency x max_tokens),

@@ -363,14 +363,3 @@ def startup_failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec:
     if shape(model)["vision"] and not server_flags.get("skip_server_warmup"):
         return "missing_module"
     return None
-
-
-def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
-             context: int, concurrency: int, max_tokens: int, disable_cuda_graph: bool = False,
-             requests: int | None = None, cal: Calibration | None = None) -> dict[str, float]:
-    """Figures of one benchmark cell (see :func:`sweep.sim.cells.cell`); ``tok_s`` = output tok/s."""
-    from sweep.sim.cells import cell
-
-    return cell(box_of(hardware, model), (cal or calibration(hardware)).values, spec, context=context,
-                concurrency=concurrency, max_tokens=max_tokens, requests=requests,
-                disable_cuda_graph=disable_cuda_graph)

@@ -45,7 +45,7 @@ def _plain(config: Any) -> Mapping[str, Any]:
     if hasattr(config, "_metadata"):  # an OmegaConf DictConfig
         from omegaconf import OmegaConf
 
-        import sweep.resolvers  # noqa: F401  (registers the project's resolvers)
+        import sweep.compose.resolvers  # noqa: F401  (registers the project's resolvers)
 
         return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
     return config
@@ -83,8 +83,9 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False) -> dict
     banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
     for ctx in workload["contexts"]:
         for conc in workload["concurrency"]:
-            kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc), "max_tokens": int(workload["max_tokens"]),
-                  "requests": _requests(workload, int(conc)), "disable_cuda_graph": eager}
+            kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc),
+                                  "max_tokens": int(workload["max_tokens"]),
+                                  "requests": _requests(workload, int(conc)), "disable_cuda_graph": eager}
             est = cell(box, cal.values, spec, **kw)
             row = {"context": int(ctx), "concurrency": int(conc), "requests": kw["requests"],
                    "output_tok_s": est["tok_s"], "per_stream_tok_s": est["per_stream_tok_s"],
@@ -147,9 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {unknown[0]}: unknown option (allowed: --calibration, --json, Hydra overrides)",
               file=sys.stderr)
         return 2
-    from sweep.config import from_omegaconf
+    from sweep.compose.config import from_omegaconf
     from sweep.errors import EXIT_CONFIG, ConfigError
-    from sweep.preflight import compose
+    from sweep.compose.cmdline import compose
 
     try:
         trial = from_omegaconf(compose(args))

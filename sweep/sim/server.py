@@ -78,7 +78,7 @@ async def _load(state: SimState, hw: dict, failure: str | None) -> None:
     logs.log(f"specsweep sim: performance model {state.engine.cal.source}")
     logs.scheduler("Init torch distributed begin.")
     await phase(0.05)
-    logs.scheduler(f"Init torch distributed ends. mem usage=1.20 GB")
+    logs.scheduler("Init torch distributed ends. mem usage=1.20 GB")
     if failure == "python_headers":
         _die("python_headers")
     logs.scheduler(f"Load weight begin. avail mem={mem_gb - 1.2:.2f} GB")

@@ -66,6 +66,7 @@ def _max_tokens(body: dict[str, Any], prompt_tokens: int, context_length: int, *
 def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length: int,
                   wrong_answer_rate: float) -> tuple[Request, dict[str, Any]]:
     """Validate a generation request and turn it into an engine Request + options."""
+    prompt: Any
     if kind == "chat":
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:

@@ -13,18 +13,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
 import threading
 from typing import Any
+
+from _support import free_port
 
 TOKENS_PER_CHUNK = 4
 CHUNKS = 3
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _event(obj: Any) -> bytes:

@@ -10,7 +10,7 @@ import pytest
 
 from sweep.bench.client import build_payload, make_client, stream_chat
 from sweep.bench.matrix import run_matrix
-from sweep.config import Workload
+from sweep.compose.config import Workload
 
 from .misbehaving import CHUNKS, TOKENS_PER_CHUNK, MisbehavingServer, free_port
 

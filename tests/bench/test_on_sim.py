@@ -10,8 +10,8 @@ import pytest
 from sweep.bench.coding import run_coding_eval
 from sweep.bench.matrix import run_matrix, server_options, trial_accept_len
 from sweep.bench.serverstats import accept_from_log, fetch_metrics, metrics_accept
-from sweep.config import from_omegaconf
-from sweep.preflight import compose
+from sweep.compose.config import from_omegaconf
+from sweep.compose.cmdline import compose
 
 FAST = "server.sim.time_scale=0.05"
 

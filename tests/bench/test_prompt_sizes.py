@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sweep.bench.matrix import run_matrix, server_options
-from sweep.config import from_omegaconf
-from sweep.preflight import compose
+from sweep.compose.config import from_omegaconf
+from sweep.compose.cmdline import compose
 
 CONTEXTS = (60, 1024, 4096)
 SIM = ("server.sim.time_scale=0",)

@@ -53,7 +53,7 @@ def test_flag_literal_scanner_can_fail():
 def test_no_server_flag_spelled_in_python():
     files = [p for d in RULE_DIRS if (ROOT / d).is_dir() for p in sorted((ROOT / d).rglob("*.py"))
              if "tests" not in p.relative_to(ROOT).parts]
-    assert any(p.parts[-2:] == ("sweep", "render.py") for p in files)
+    assert any(p.parts[-2:] == ("compose", "render.py") for p in files)
     offenders = [f"{p.relative_to(ROOT)}:{line}: {flag}"
                  for p in files for line, flag in flag_literals(p.read_text(), str(p))]
     assert not offenders, ("server flags must live in YAML (conf/, sweep/sim/*.yaml), "

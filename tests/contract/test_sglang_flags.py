@@ -175,9 +175,9 @@ def check_upstream(args: Sequence[str], *, drop_prefixes: Sequence[str] = ()) ->
 
 @lru_cache(maxsize=None)
 def rendered(server: str, hardware: str, spec: str, extra: tuple[str, ...] = ()):
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     cfg = from_omegaconf(compose([f"server={server}", f"hardware={hardware}", f"spec={spec}",
                                   *DRAFT_OVERRIDES, *extra]))

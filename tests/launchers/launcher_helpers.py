@@ -3,30 +3,25 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from sweep.config import Launcher, Server, TrialConfig
-from sweep.render import Launch
+from _support import free_port  # noqa: F401 - the launcher tests import it from here
+from _support import launcher_settings
+
+from sweep.compose.config import Server, TrialConfig
+from sweep.launch import Launch, LauncherSettings
 
 TOY = str(Path(__file__).with_name("toy_server.py"))
 
 
-def free_port() -> int:
-    """An ephemeral port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def settings(**over: Any) -> Launcher:
+def settings(**over: Any) -> LauncherSettings:
     base = {"name": "local", "ready_timeout_s": 10.0, "poll_interval_s": 0.05, "poll_max_s": 0.5,
             "stop_grace_s": 3.0, "keep_server": False, "log_tail_lines": 20}
     base.update(over)
-    return Launcher(name=str(base["name"]), settings=base)
+    return launcher_settings("local", **base)
 
 
 def make_server(port: int, *, api_key: str | None = None, health_path: str = "/health_generate",
@@ -76,8 +71,8 @@ def compose(*overrides: str) -> tuple[TrialConfig, Launch]:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    from sweep.config import from_omegaconf
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.render import render
 
     with initialize_config_module("sweep.conf", version_base="1.3"):
         cfg = hydra_compose("config", overrides=["mlflow.enabled=false", *overrides])

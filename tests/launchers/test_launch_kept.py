@@ -38,7 +38,7 @@ FAST = ("server.sim.load_seconds=0.2", "workload=smoke")
 # A controller that starts a kept server and exits normally (atexit stop_all respects keep_server).
 CONTROLLER = r"""
 import json, sys
-sys.path.insert(0, {helpers!r})
+sys.path[:0] = [{helpers!r}, {tests!r}]
 from pathlib import Path
 from launcher_helpers import compose, settings
 import launchers
@@ -92,7 +92,7 @@ def keep_in_controller(state_dir: Path, tmp_path: Path) -> Iterator[Callable[...
 
     def run(*overrides: str, trial_dir: Path | None = None) -> dict[str, Any]:
         trial_dir = trial_dir or tmp_path / f"controller{len(started)}"
-        code = CONTROLLER.format(helpers=HELPERS, overrides=list(overrides), state=str(state_dir),
+        code = CONTROLLER.format(helpers=HELPERS, tests=str(Path(HELPERS).parent), overrides=list(overrides), state=str(state_dir),
                                  trial_dir=str(trial_dir))
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -439,9 +439,9 @@ def test_state_dir_defaults_to_xdg_state_home(tmp_path: Path, monkeypatch: pytes
 
 def test_the_shipped_config_has_state_dir() -> None:
     trial, _ = compose("launcher=local", "launcher.state_dir=/tmp/x", "launcher.keep_server=true")
-    assert trial.launcher.get("state_dir") == "/tmp/x" and trial.launcher.get("keep_server") is True
+    assert trial.launcher.state_dir == "/tmp/x" and trial.launcher.keep_server is True
     trial, _ = compose("launcher=local")
-    assert trial.launcher.get("state_dir") is None
+    assert trial.launcher.state_dir is None
 
 
 # --------------------------------------------------------------- end to end

@@ -78,7 +78,7 @@ def test_argparse_rejection_is_bad_flag(launcher: LocalLauncher, port: int, tmp_
 
 
 def test_missing_executable_is_crashed(launcher: LocalLauncher, port: int, tmp_path: Path) -> None:
-    from sweep.render import Launch
+    from sweep.compose.render import Launch
 
     launch = Launch(executable=(str(tmp_path / "no-such-server"),), args=(), env={})
     with pytest.raises(LaunchFailure) as err:
@@ -226,7 +226,7 @@ def test_api_key_never_reaches_the_log(launcher: LocalLauncher, port: int, tmp_p
 
 CONTROLLER = r"""
 import sys, time
-sys.path.insert(0, {helpers!r})
+sys.path[:0] = [{helpers!r}, {tests!r}]
 from pathlib import Path
 from launcher_helpers import make_server, settings, toy_launch
 from launchers import get_launcher
@@ -242,7 +242,8 @@ def test_controller_death_leaves_no_server(tmp_path: Path, sig: signal.Signals) 
     import subprocess
 
     port = free_port()
-    code = CONTROLLER.format(helpers=str(Path(__file__).parent), port=port, trial=str(tmp_path))
+    code = CONTROLLER.format(helpers=str(Path(__file__).parent), tests=str(Path(__file__).parents[1]),
+                             port=port, trial=str(tmp_path))
     ctl = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert ctl.stdout is not None

@@ -29,7 +29,7 @@ def test_one_instance_per_name_settings_follow_the_job() -> None:
     a = launchers.get_launcher(settings())
     b = launchers.get_launcher(settings(ready_timeout_s=42))
     assert a is b and isinstance(a, LocalLauncher)
-    assert a.settings.get("ready_timeout_s") == 42
+    assert a.settings.ready_timeout_s == 42
 
 
 def test_reuse_across_jobs_then_stop_all(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from launcher_helpers import free_port, pid_gone, settings
 
 from launchers.base import LaunchFailure
 from launchers.local import LocalLauncher, group_alive
-from sweep.config import TrialConfig
-from sweep.render import Launch
+from sweep.compose.config import TrialConfig
+from sweep.compose.render import Launch
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +23,8 @@ def compose(*overrides: str) -> tuple[TrialConfig, Launch]:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
 
-    from sweep.config import from_omegaconf
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.render import render
 
     with initialize_config_module("sweep.conf", version_base="1.3"):
         cfg = hydra_compose("config", overrides=["mlflow.enabled=false", *overrides])

@@ -16,9 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from .services import PostgresCluster, free_port, mlflow_server, postgres_cluster
-
-ROOT = Path(__file__).resolve().parents[2]
+from _support import free_port, subprocess_env
+from _support.services import PostgresCluster, mlflow_server, postgres_cluster
 _db_numbers = itertools.count()
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
@@ -27,10 +26,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 def env() -> dict[str, str]:
     """PYTHONPATH=repo root: Hydra finds hydra_plugins/ through sys.path."""
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    e["PYTHONUNBUFFERED"] = "1"
-    e["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    e = subprocess_env(MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true")
     e.pop("MLFLOW_TRACKING_URI", None)
     return e
 

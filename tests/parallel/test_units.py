@@ -20,8 +20,8 @@ from optuna.trial import TrialState
 
 from hydra_plugins.specsweep_optuna_sweeper import _impl, _pool, _result, _sampler, _space, _storage
 from hydra_plugins.specsweep_optuna_sweeper._loop import SearchLoop
-from sweep import preflight
-from sweep.config import from_omegaconf
+from sweep.compose import cmdline as preflight
+from sweep.compose.config import from_omegaconf
 from sweep.errors import ConfigError
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -247,9 +247,9 @@ def build(*overrides: str):  # type: ignore[no-untyped-def]
 
 def test_valid_pools_compose() -> None:
     cfg = build("launcher.hosts=[{server_port: 31001},{server_port: 31002, label: b}]")
-    assert cfg.launcher.get("hosts")[1]["label"] == "b"
+    assert cfg.pool[1].label == "b"
     cfg = build("launcher=ssh", "launcher.hosts=[{host: a},{host: b, user: u, port: 2222}]")
-    assert cfg.launcher.get("host") is None
+    assert cfg.launcher.ssh is not None and not cfg.launcher.ssh.host
 
 
 @pytest.mark.parametrize("overrides, key, fragment", [

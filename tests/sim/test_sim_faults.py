@@ -11,7 +11,9 @@ import time
 import httpx
 import pytest
 
-from sweep.sim.launch import free_port, render_overrides
+from _support import free_port
+
+from sweep.sim.launch import render_overrides
 
 
 def test_b300_budget_16_crashes_at_cuda_graph_capture(sim_server) -> None:

@@ -1,4 +1,4 @@
-"""The performance model: calibration over real HTTP, and its physics via perf.estimate."""
+"""The performance model: calibration over real HTTP, and its physics via cells.estimate."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from sweep.sim import perf
+from sweep.sim import cells, perf
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 DDTREE = {"algorithm": "ddtree", "budget": 8, "topk": 4, "window": 2048, "block": 8}
@@ -33,7 +33,7 @@ MODEL = load("model", "kimi_k26")
 
 
 def tok_s(hardware: str, spec: dict[str, Any], *, context: int = 60, concurrency: int = 1) -> float:
-    return perf.estimate(hw(hardware), MODEL, spec, context=context, concurrency=concurrency,
+    return cells.estimate(hw(hardware), MODEL, spec, context=context, concurrency=concurrency,
                          max_tokens=512)["tok_s"]
 
 
@@ -70,7 +70,7 @@ def accept(spec: dict[str, Any], context: int = 60) -> float:
 
 
 def test_estimate_matches_reference_figures() -> None:
-    dd = perf.estimate(hw("b300"), MODEL, DDTREE, context=60, concurrency=1, max_tokens=512)
+    dd = cells.estimate(hw("b300"), MODEL, DDTREE, context=60, concurrency=1, max_tokens=512)
     assert 285 <= dd["tok_s"] <= 303 and dd["accept_len"] == pytest.approx(4.48, abs=0.05)
     assert 126 <= tok_s("b300", NONE) <= 140
     assert 2.0 <= dd["tok_s"] / tok_s("b300", NONE) <= 2.4
@@ -117,9 +117,9 @@ def test_pcie_boxes_from_the_physics() -> None:
 
 def test_context_and_cuda_graph_costs() -> None:
     assert tok_s("b300", DDTREE, context=32768, concurrency=8) < tok_s("b300", DDTREE, context=60, concurrency=8)
-    eager = perf.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512,
+    eager = cells.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512,
                           disable_cuda_graph=True)
-    graph = perf.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512)
+    graph = cells.estimate(hw("b300"), MODEL, ddtree(16), context=60, concurrency=1, max_tokens=512)
     assert eager["tok_s"] < 0.85 * graph["tok_s"]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sweep.sim import accept, constants, perf
+from sweep.sim import accept, cells, constants, perf
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -56,7 +56,7 @@ def test_monotone_in_concurrency_and_context(profile: str) -> None:
     box = hw(profile)
     for spec in SPECS:
         for eager in (False, True):
-            grid = {(x, c): perf.estimate(box, MODEL, spec, context=x, concurrency=c, max_tokens=512,
+            grid = {(x, c): cells.estimate(box, MODEL, spec, context=x, concurrency=c, max_tokens=512,
                                           requests=2 * c, disable_cuda_graph=eager)
                     for x in CONTEXTS for c in CONCURRENCY}
             where = f"{profile} {spec} eager={eager}"
@@ -80,7 +80,7 @@ def test_monotone_in_concurrency_and_context(profile: str) -> None:
 
 @pytest.mark.parametrize("profile", shipped_profiles())
 def test_shorter_answers_run_faster_per_token(profile: str) -> None:
-    rates = [perf.estimate(hw(profile), MODEL, ddtree(8), context=100, concurrency=1, max_tokens=n)["per_stream_tok_s"]
+    rates = [cells.estimate(hw(profile), MODEL, ddtree(8), context=100, concurrency=1, max_tokens=n)["per_stream_tok_s"]
              for n in (128, 256, 289, 512, 1024, 2048)]
     assert rates == sorted(rates, reverse=True) and rates[0] > 1.2 * rates[4]
 
@@ -101,7 +101,7 @@ def test_topk_shapes_the_tree_its_acceptance_and_its_verify_cost() -> None:
     step = {k: perf.step_breakdown(b300, MODEL, ddtree(16, topk=k), batch=64, context_sum=64 * 4096.0,
                                    disable_cuda_graph=True)["total"] for k in (1, 4)}
     assert step[1] < 0.95 * step[4]  # 8 causal tokens vs 17 under a tree mask
-    c64 = {k: perf.estimate(b300, MODEL, ddtree(16, topk=k), context=60, concurrency=64, max_tokens=512,
+    c64 = {k: cells.estimate(b300, MODEL, ddtree(16, topk=k), context=60, concurrency=64, max_tokens=512,
                             disable_cuda_graph=True)["tok_s"] for k in (1, 2, 4, 8)}
     assert max(c64.values()) > 1.05 * min(c64.values())
 
@@ -110,7 +110,7 @@ def test_the_window_matters_once_the_context_outgrows_it() -> None:
     b300 = hw("b300")
 
     def cell(window: int, context: int) -> dict[str, float]:
-        return perf.estimate(b300, MODEL, ddtree(8, window=window), context=context, concurrency=8, max_tokens=512)
+        return cells.estimate(b300, MODEL, ddtree(8, window=window), context=context, concurrency=8, max_tokens=512)
 
     short = [cell(w, 60)["tok_s"] for w in (512, 1024, 2048, 4096)]
     assert max(short) < 1.005 * min(short)  # context 60 + 512 tokens fits every window

@@ -39,8 +39,8 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def composed(*overrides: str) -> dict[str, Any]:
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
 
     return dict(from_omegaconf(compose(list(overrides))).raw)
 

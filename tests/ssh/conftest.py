@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from ssh_harness import SSHD, Keys, Sshd, free_port, write_standins
+from _support import free_port, launcher_settings
+from ssh_harness import SSHD, Keys, Sshd, write_standins
 
-from sweep.config import Launcher, TrialConfig
+from sweep.compose.config import TrialConfig
+from sweep.launch import LauncherSettings
 
 
 @dataclass
@@ -57,10 +59,10 @@ def ssh_box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
 
 
 @pytest.fixture
-def ssh_cfg(ssh_box: Box, tmp_path: Path) -> Callable[..., Launcher]:
-    """Launcher settings for the test sshd (override any key)."""
+def ssh_cfg(ssh_box: Box, tmp_path: Path) -> Callable[..., LauncherSettings]:
+    """Launcher settings for the test sshd (override any key of conf/launcher/ssh.yaml)."""
 
-    def make(**overrides: Any) -> Launcher:
+    def make(**overrides: Any) -> LauncherSettings:
         port = overrides.pop("sshd_port", ssh_box.port)
         settings = {
             "name": "ssh", "host": "127.0.0.1", "port": port, "user": "root",
@@ -72,16 +74,16 @@ def ssh_cfg(ssh_box: Box, tmp_path: Path) -> Callable[..., Launcher]:
             "log_tail_lines": 40, "allow_agent": False, "min_free_gb": 0.01,
         }
         settings.update(overrides)
-        return Launcher(name="ssh", settings=settings)
+        return launcher_settings("ssh", **settings)
 
     return make
 
 
 def compose_trial(*overrides: str) -> tuple[TrialConfig, Any]:
     """Compose, validate and render like ``python -m sweep`` does."""
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     trial = from_omegaconf(compose(list(overrides)))
     return trial, render(trial)
@@ -100,12 +102,12 @@ def trial() -> Callable[..., tuple[TrialConfig, Any]]:
 
 
 @pytest.fixture
-def make_launcher() -> Iterator[Callable[[Launcher], Any]]:
+def make_launcher() -> Iterator[Callable[[LauncherSettings], Any]]:
     from launchers.ssh import SSHLauncher
 
     made: list[SSHLauncher] = []
 
-    def make(settings: Launcher) -> SSHLauncher:
+    def make(settings: LauncherSettings) -> SSHLauncher:
         lau = SSHLauncher(settings)
         made.append(lau)
         return lau

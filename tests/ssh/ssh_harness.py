@@ -20,15 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _support import free_port
+
 SSHD = "/usr/sbin/sshd"
 HERE = Path(__file__).resolve().parent
 PASSPHRASE = "correct horse battery staple 7"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _keygen(path: Path, passphrase: str = "") -> None:

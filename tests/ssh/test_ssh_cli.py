@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ssh_harness import free_port
+from _support import free_port
 
 from launchers.local import group_alive
 

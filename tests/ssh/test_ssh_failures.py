@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ssh_harness import PASSPHRASE, free_port
+from _support import free_port
+from ssh_harness import PASSPHRASE
 
 from launchers.base import LaunchFailure
 from launchers.local import group_alive
@@ -76,7 +77,7 @@ def test_sshd_killed_mid_start_is_ssh_dropped_and_stop_recovers(
     settings = ssh_cfg(sshd_port=sshd.port, known_hosts=str(ssh_box.keys.known_hosts(sshd.port)))
     cfg, launch = trial("server.sim.load_seconds=4")
     lau = make_launcher(settings)
-    pid_file = Path(settings.get("workdir")) / "run" / "pid"
+    pid_file = Path(settings.ssh.workdir) / "run" / "pid"
 
     def kill_when_started() -> None:
         deadline = time.monotonic() + 20

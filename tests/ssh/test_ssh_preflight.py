@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ssh_harness import free_port
+from _support import free_port
 
 from launchers._ssh_preflight import arch_to_cap, looks_local
 from launchers.base import LaunchFailure
@@ -20,9 +20,9 @@ B300_X8 = "".join("NVIDIA B300 SXM6, 10.3\n" for _ in range(8))
 def _compose_trial(*overrides: str):
     """Compose, validate and render like ``python -m sweep`` (no import of a
     conftest module: several test folders have one, and the name is shared)."""
-    from sweep.config import from_omegaconf
-    from sweep.preflight import compose
-    from sweep.render import render
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.cmdline import compose
+    from sweep.compose.render import render
 
     trial = from_omegaconf(compose(list(overrides)))
     return trial, render(trial)
@@ -100,7 +100,6 @@ def test_preflight_fails_before_any_start(ssh_box, ssh_cfg, trial, make_launcher
                                 "launcher=ssh", "launcher.host=127.0.0.1")
     settings = ssh_cfg(mode="systemd", unit="specsweep-preflight.service")
     lau = make_launcher(settings)
-    lau.bind(cfg)
     with pytest.raises(LaunchFailure) as err:
         lau.ensure(launch, cfg.server, tmp_path / "job")
     assert err.value.reason == "preflight"
@@ -108,20 +107,15 @@ def test_preflight_fails_before_any_start(ssh_box, ssh_cfg, trial, make_launcher
     assert not (ssh_box.unit_dir / "specsweep-preflight.service").exists()  # nothing written
 
 
-def test_preflight_reads_the_trial_from_the_hydra_job_dir(ssh_cfg, make_launcher, tmp_path) -> None:
-    """Without bind(): the pre-flight uses the config Hydra saved in the job dir."""
+def test_preflight_uses_the_trial_config_the_launch_carries(ssh_cfg, make_launcher, tmp_path) -> None:
+    """The trial hands its config over with the launch (``launch.box``): no job dir file is read."""
     compose_trial = _compose_trial
-    from omegaconf import OmegaConf
+    from sweep.compose.render import render
 
-    from sweep.preflight import compose
-    from sweep.render import render
-
-    hydra_cfg = compose(["server=sglang", "model.path=/nonexistent/kimi"])
-    job = tmp_path / "job"
-    (job / ".hydra").mkdir(parents=True)
-    (job / ".hydra" / "config.yaml").write_text(OmegaConf.to_yaml(hydra_cfg))
+    job = tmp_path / "job"  # no .hydra/ in it
     cfg, launch = compose_trial("server=sglang", "model.path=/nonexistent/kimi")
     assert render(cfg).fingerprint == launch.fingerprint
+    assert launch.box is not None and launch.box.model_path == "/nonexistent/kimi"
     lau = make_launcher(ssh_cfg())
     with pytest.raises(LaunchFailure) as err:
         lau.ensure(launch, cfg.server, job)
@@ -145,9 +139,11 @@ def test_doctor_runs_locally_for_launcher_local() -> None:
     assert "this machine (launcher=local)" in res.stdout and "ssh" not in res.stdout.split("┃")[0]
 
 
-def test_secrets_in_the_launcher_config_are_refused(ssh_cfg, trial, make_launcher, tmp_path) -> None:
-    cfg, launch = trial()
-    with pytest.raises(LaunchFailure) as err:
-        make_launcher(ssh_cfg(password="hunter2")).ensure(launch, cfg.server, tmp_path / "job")
-    assert err.value.reason == "preflight" and "SPECSWEEP_SSH_PASSWORD" in err.value.message
+def test_secrets_in_the_launcher_config_are_refused(ssh_cfg) -> None:
+    """Refused when the settings are built (before any connection), naming the variable to use."""
+    from sweep.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        ssh_cfg(password="hunter2")
+    assert err.value.key == "launcher.password" and "SPECSWEEP_SSH_PASSWORD" in err.value.message
     assert "hunter2" not in str(err.value)

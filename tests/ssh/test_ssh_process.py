@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
@@ -13,14 +12,13 @@ from launchers.local import group_alive
 
 
 def _run_dir(settings) -> Path:
-    return Path(settings.get("workdir")) / "run"
+    return Path(settings.ssh.workdir) / "run"
 
 
 def test_start_reuse_stop(ssh_cfg, trial, make_launcher, tmp_path: Path) -> None:
     settings = ssh_cfg()
     cfg, launch = trial()
     lau = make_launcher(settings)
-    lau.bind(cfg)
     handle = lau.ensure(launch, cfg.server, tmp_path / "job0")
     assert not handle.reused and handle.fingerprint == launch.fingerprint
     assert httpx.get(handle.base_url + "/health", timeout=5).status_code == 200

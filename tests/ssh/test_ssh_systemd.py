@@ -51,7 +51,7 @@ def test_unit_start_reuse_restart_stop(ssh_box, systemd_cfg, trial, make_launche
     text = unit_file.read_text()
     assert f"fingerprint={launch.fingerprint}" in text
     assert "sk-sentinel" not in text  # the key lives in the 0600 environment file
-    env_file = Path(settings.get("workdir")) / f"{UNIT}.secrets.env"
+    env_file = Path(settings.ssh.workdir) / f"{UNIT}.secrets.env"
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"
     loaded = _loaded(ssh_box)
     assert loaded["argv"] == launch.argv  # systemd's parse of ExecStart == the rendered argv

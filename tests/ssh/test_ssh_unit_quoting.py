@@ -13,7 +13,7 @@ import standin_unitfile as sd
 
 from launchers._ssh_unit import check_launch, env_file, exec_line, render_unit
 from launchers.base import LaunchFailure
-from sweep.render import Launch
+from sweep.compose.render import Launch
 
 NASTY = [
     "plain", "two words", "", "tab\there", 'double"quote', "single'quote", "back\\slash",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from _support import ROOT, subprocess_env  # noqa: F401 - ROOT: the sweeper tests import it from here
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("speed_app") / "speed_app.py"
 SPACE = ["spec.budget=choice(4,6,8,12,16,24,32)", "spec.topk=choice(1,2,4,8)",
          "spec.window=choice(512,1024,2048,4096)"]
@@ -19,10 +18,7 @@ SPACE = ["spec.budget=choice(4,6,8,12,16,24,32)", "spec.topk=choice(1,2,4,8)",
 def env() -> dict[str, str]:
     """PYTHONPATH=repo root: Hydra discovers hydra_plugins/ through sys.path (the editable
     install's import hook hides namespace packages from pkgutil)."""
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    e["PYTHONUNBUFFERED"] = "1"
-    return e
+    return subprocess_env()
 
 
 def app_argv(sweep_dir: Path, storage: str, *overrides: str) -> list[str]:

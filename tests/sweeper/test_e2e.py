@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from _support import free_port
 import yaml
 from optuna.trial import TrialState
 
@@ -19,11 +20,6 @@ def sweep_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Complet
                           capture_output=True, text=True, timeout=timeout)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def test_info_plugins_lists_the_sweeper(tmp_path: Path) -> None:
     proc = sweep_cli("--info", "plugins", cwd=ROOT)
@@ -32,7 +28,7 @@ def test_info_plugins_lists_the_sweeper(tmp_path: Path) -> None:
 
 
 def test_ready_made_space_is_what_optuna_searches(tmp_path: Path) -> None:
-    proc = sweep_cli("hydra/sweeper=optuna", "--cfg", "hydra", "-p", "hydra.sweeper", cwd=tmp_path)
+    proc = sweep_cli("hydra/sweeper=optuna", "--cfg", "all", "--resolve", "-p", "hydra.sweeper", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     conf = yaml.safe_load(proc.stdout)
     assert conf["params"] == {"spec.budget": "choice(4, 6, 8, 12, 16, 24, 32)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def test_best_is_feasible_and_rerunnable(run_app, tmp_path: Path) -> None:
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     assert results["best_params"] == best.params
     # best.yaml is a primary config for the app: it reproduces the best trial's config.
-    cfg = subprocess.run(["python", str(APP), "--config-dir", str(sweep_dir), "--config-name",
+    cfg = subprocess.run([sys.executable, str(APP), "--config-dir", str(sweep_dir), "--config-name",
                           "best", "--cfg", "job"], env=env(), capture_output=True, text=True,
                          check=True, cwd=tmp_path).stdout
     spec = yaml.safe_load(cfg)["spec"]

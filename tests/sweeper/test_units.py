@@ -55,10 +55,14 @@ def test_return_contract() -> None:
     assert _result.from_return({"status": "ok", "objective": None}, None, 1).failure_reason == "no_objective"
     assert _result.from_return(3.5, None, 1).values == [3.5]
 
-    class ConfigError(ValueError):
+    from sweep.errors import ConfigError
+
+    class NamedLikeIt(ValueError):  # recognised by type, not by its class name
         pass
 
-    assert _result.from_exception(ConfigError("spec.topk")).failure_reason == "config_error"
+    NamedLikeIt.__name__ = "ConfigError"
+    assert _result.from_exception(ConfigError("spec.topk", "must be <= 4")).failure_reason == "config_error"
+    assert _result.from_exception(NamedLikeIt("spec.topk")).failure_reason == "exception"
     assert _result.from_exception(RuntimeError("bug")).failure_reason == "exception"
 
 

@@ -4,8 +4,8 @@ Not the trial pipeline: it returns dicts shaped like the trial return
 contract (docs/ARCHITECTURE.md, "Task function return") from a closed-form
 throughput model, so the plugin's tests run in seconds. Like the b300 box it
 "crashes" for budget > hardware.cuda_graph_max_budget (status failed, reason
-cuda_graph), and it rejects topk > budget the way sweep.config does (raising
-a ConfigError). window=512 answers the coding eval wrongly (pass rate 0.8):
+cuda_graph), and it rejects topk > budget the way sweep.compose.config does
+(raising sweep.errors.ConfigError, which the sweeper recognises by type). window=512 answers the coding eval wrongly (pass rate 0.8):
 fast but infeasible, so a test can check the best is feasible. ``block_file``
 and ``raise_at_window`` let tests interrupt a job or make it raise.
 """
@@ -22,9 +22,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-
-class ConfigError(ValueError):
-    """Same class name as sweep.errors.ConfigError (the sweeper keys on the name)."""
+from sweep.errors import ConfigError
 
 
 def tok_s(budget: int, topk: int, window: int) -> tuple[float, float]:
@@ -40,7 +38,7 @@ def tok_s(budget: int, topk: int, window: int) -> tuple[float, float]:
 def evaluate(cfg: Any) -> dict[str, Any]:
     b, k, w = int(cfg.spec.budget), int(cfg.spec.topk), int(cfg.spec.window)
     if k > b:
-        raise ConfigError(f"spec.topk: must be <= spec.budget={b}, got {k}")
+        raise ConfigError("spec.topk", f"must be <= spec.budget={b}, got {k}")
     command = f"python -m sweep.sim --speculative-ddtree-budget {b} --topk {k} --window {w}"
     job_dir = Path(os.getcwd()) if cfg.get("job_dir") is None else Path(cfg.job_dir)
     result_path = job_dir / "result.json"

@@ -1,0 +1,156 @@
+"""What a launcher consumes: the launch, the server's address, the launcher's settings.
+
+A leaf module (it imports only :mod:`sweep.secrets`): ``launchers/`` is a
+layer below the trial and beside compose, so everything it needs from the
+typed config is declared here -- :class:`Launch` (what to start, rendered by
+:mod:`sweep.compose.render`), :class:`Endpoint` (where the server listens,
+satisfied by the typed ``server`` config), :class:`LauncherSettings` (the
+``launcher`` group, built and checked by :mod:`sweep.compose.settings`) and
+:class:`BoxNeeds` (what the box must offer, for the pre-flight checks).
+
+Defaults are not restated here: every launcher value comes from
+``conf/launcher/<name>.yaml``; fields that belong to one launcher only are
+None for the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from sweep import secrets
+
+
+@dataclass(frozen=True, slots=True)
+class BoxNeeds:
+    """What the box must offer for a launch: checked before a (re)start."""
+
+    simulated: bool
+    hardware: str
+    num_gpus: int
+    arch: str
+    model_path: str | None
+    # (config key, path) of the draft model the spec needs, if any
+    draft: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What to start: a program, its arguments and its extra environment.
+
+    ``secrets`` are the values masked wherever the launch is shown (flag
+    values such as ``--api-key``'s, secret-named environment values);
+    ``box`` is what the box must offer (not part of the fingerprint).
+    """
+
+    executable: tuple[str, ...]
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    secrets: frozenset[str] = field(default_factory=frozenset)
+    box: BoxNeeds | None = field(default=None, compare=False)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.executable, *self.args]
+
+    @property
+    def fingerprint(self) -> str:
+        blob = json.dumps({"argv": self.argv, "env": dict(sorted(self.env.items()))},
+                          sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def redact(self, text: str) -> str:
+        """``text`` with this launch's secrets (and every other known one) masked."""
+        return secrets.mask_text(text, self.secrets)
+
+    def shell_line(self, *, redact: bool = True) -> str:
+        """One shell line: ``env K=V ... EXECUTABLE ARGS...``, every word quoted.
+
+        ``bash -c "<line>"`` starts the server (unless a secret was masked).
+        """
+        words = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        words = [*(["env"] if words else []), *words, *self.argv]
+        line = " ".join(shlex.quote(w) for w in words)
+        return self.redact(line) if redact else line
+
+    def to_dict(self) -> dict[str, Any]:
+        """The launch as recorded (masked): argv, env, fingerprint, shell line."""
+        return {"argv": secrets.mask_argv(self.argv, values=self.secrets),
+                "env": secrets.mask_env(self.env, self.secrets),
+                "fingerprint": self.fingerprint, "shell": self.shell_line()}
+
+
+class Endpoint(Protocol):
+    """Where the server listens and how it is asked whether it is ready."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def health_path(self) -> str: ...
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def base_url(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SSHSettings:
+    """``launcher=ssh``: the box, the connection and how the server runs there (docs/remote.md)."""
+
+    host: str
+    port: int
+    user: str | None
+    key_filename: tuple[str, ...]
+    gateway: str | None
+    connect_timeout: float
+    known_hosts: str | None
+    host_key_policy: str  # reject | accept-new
+    allow_agent: bool
+    mode: str  # systemd | process
+    unit: str
+    unit_dir: str
+    dropin: bool
+    sudo: bool
+    workdir: str
+    port_forward: bool
+    preflight: bool
+    min_free_gb: float
+
+    @property
+    def unit_name(self) -> str:
+        return self.unit if self.unit.endswith(".service") else self.unit + ".service"
+
+    @property
+    def label(self) -> str:
+        """user@host:port via gateway, for messages."""
+        user = f"{self.user}@" if self.user else ""
+        via = f" via {self.gateway}" if self.gateway else ""
+        return f"{user}{self.host}:{self.port}{via}"
+
+    @property
+    def user_known_hosts(self) -> str:
+        """``launcher.known_hosts``, else the user's ``~/.ssh/known_hosts`` (like OpenSSH)."""
+        return self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherSettings:
+    """The ``launcher`` group: how long to wait, how to stop, whether to keep the server."""
+
+    name: str  # local | ssh
+    ready_timeout_s: float
+    poll_interval_s: float
+    poll_max_s: float
+    stop_grace_s: float
+    keep_server: bool
+    log_tail_lines: int
+    state_dir: str | None = None  # launcher=local: where kept servers are recorded
+    ssh: SSHSettings | None = None  # launcher=ssh

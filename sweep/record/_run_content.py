@@ -1,0 +1,177 @@
+"""What a trial becomes in MLflow: its id, tags, metrics, cell table and artifacts.
+
+Pure functions of the result document (and the job dir's server log): no
+MLflow calls here, so the mapping is testable and the ``Tracker`` only
+moves the content. Every child run carries ``specsweep.result_id`` (a hash
+of the document without its ``mlflow`` block), which is what makes uploads
+idempotent.
+
+Used by :class:`sweep.record.tracking.Tracker`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweep import secrets
+from sweep.record.result import TrialResult, clean_number
+
+TAG_RESULT_ID = "specsweep.result_id"
+TAG_KIND = "specsweep.kind"
+TAG_COMPLETE = "specsweep.complete"
+TAG_SWEEP_KEY = "specsweep.sweep_key"
+TAG_PARENT = "mlflow.parentRunId"   # what MLflow's UI nests runs by
+RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED"}
+CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
+               ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
+               ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
+               ("errors", "errors"), ("usd_per_mtok", "usd_per_mtok"))
+SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str | None:
+    """HEAD of the specsweep checkout this code runs from; None when installed
+    from a wheel (the package's parent must be the repository's top level)."""
+    pkg = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(pkg), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=5, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if len(out) != 2 or Path(out[0]).resolve() != pkg.parent:
+        return None
+    return out[1]
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+def normalize(result: TrialResult | Mapping[str, Any]) -> TrialResult:
+    """The document as it reads back from disk (no NaN, only JSON types)."""
+    doc = result.to_dict() if isinstance(result, TrialResult) else dict(result)
+    return TrialResult.from_dict(json.loads(json.dumps(clean_number(doc), default=_json_default)))
+
+
+def result_id(result: TrialResult) -> str:
+    """Stable id of a result: a hash of everything but its ``mlflow`` block."""
+    body = {k: v for k, v in result.to_dict().items() if k != "mlflow"}
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def sweep_key(sweep_dir: Path) -> str:
+    return hashlib.sha256(str(Path(sweep_dir).resolve()).encode()).hexdigest()[:16]
+
+
+def _ms(iso: str | None) -> int | None:
+    import datetime as dt
+
+    try:
+        return int(dt.datetime.fromisoformat(str(iso)).timestamp() * 1000) if iso else None
+    except ValueError:
+        return None
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x) if x == x and abs(x) != float("inf") else None
+
+
+def _server_version(info: Mapping[str, Any]) -> Any:
+    for key in ("version", "server_version", "sglang_version", "vllm_version"):
+        if info.get(key):
+            return info[key]
+    return None
+
+
+def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
+    trial, server = doc.trial, doc.server
+    failure = doc.failure if not doc.ok else None
+    tags: dict[str, Any] = {
+        TAG_KIND: "trial", TAG_RESULT_ID: rid, TAG_PARENT: parent,
+        "simulated": str(bool(doc.simulated)).lower(), "hardware": trial.hardware,
+        "spec.algorithm": trial.spec, "fingerprint": doc.fingerprint,
+        "status": doc.status, "failure.reason": failure.reason if failure else None,
+        "failure.message": failure.message if failure else None, "sweep.id": trial.sweep_id,
+        "sweep.job_num": trial.job_num, "git.sha": git_sha(),
+        "mlflow.source.git.commit": git_sha(),
+        "server.version": _server_version(server.info if server else {}),
+        "server.reused": None if server is None or server.reused is None else str(bool(server.reused)).lower(),
+        "overrides": " ".join(map(str, trial.overrides)),
+        "specsweep.job_dir": trial.job_dir or str(job_dir),
+    }
+    optuna = doc.config_section("optuna")  # ++optuna.* from the search sweeper
+    tags.update({f"optuna.{k}": optuna.get(k) for k in ("study_name", "trial_number")
+                 if optuna.get(k) is not None})
+    if failure is not None and failure.reason:
+        tags["mlflow.note.content"] = (f"**{doc.status}**: `{failure.reason}` - "
+                                       f"{failure.message or ''}")
+    return {k: v for k, v in tags.items() if v is not None and v != ""}
+
+
+def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
+    """(key, value, step): headline metrics at step 0, the matrix as
+    ``tok_s.ctx<context>`` (and latency companions) with step = concurrency."""
+    out = [(k, v, 0) for k, raw in doc.metrics.to_dict().items() if (v := _number(raw)) is not None]
+    for cell in doc.cells:
+        if _number(cell.context) is None or _number(cell.concurrency) is None:
+            continue
+        for prefix, name in CELL_SERIES:
+            if (v := _number(cell.get(name))) is not None:
+                out.append((f"{prefix}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+    return out
+
+
+def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
+    """Columns for ``log_table`` (nested values as JSON text)."""
+    cells = [c.to_dict() for c in doc.cells]
+    keys = list(dict.fromkeys(k for c in cells for k in c))
+    return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else c.get(k)
+                for c in cells] for k in keys}
+
+
+def _read_log(doc: TrialResult, job_dir: Path) -> str | None:
+    candidates = [job_dir / "server.log", doc.server.log if doc.server else None]
+    for cand in candidates:
+        if cand and Path(cand).is_file():
+            with open(cand, "rb") as fh:
+                size = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, size - SERVER_LOG_MAX_BYTES))
+                return fh.read().decode("utf-8", errors="replace")
+    return None
+
+
+def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Redactor) -> None:
+    """Everything a run shows under Artifacts, secrets masked, into ``out``."""
+    import yaml
+
+    from sweep.report import plots
+
+    def write(name: str, text: str) -> None:
+        (out / name).write_text(red.text(text))
+
+    masked = secrets.mask_tree(doc.to_dict(), red)
+    write("result.json", json.dumps(masked, indent=2, default=str) + "\n")
+    if masked.get("config"):
+        write("config.yaml", yaml.safe_dump(masked["config"], sort_keys=False))
+    if doc.command:
+        write("command.txt", str(doc.command).rstrip("\n") + "\n")
+    if (text := _read_log(doc, job_dir)) is not None:
+        write("server.log", text)
+    tail = doc.failure.log_tail if doc.failure is not None and not doc.ok else None
+    if tail:
+        write("log_tail.txt", str(tail).rstrip("\n") + "\n")
+    plots.trial_plots(doc, out / "plots")

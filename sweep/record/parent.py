@@ -1,0 +1,160 @@
+"""The MLflow parent run of a sweep: started, found again, finished with its plots.
+
+Every multirun or search is one parent run with its trials nested under it.
+Its state lives in ``<sweep_dir>/mlflow_parent.json`` (written before MLflow
+is contacted, under a file lock, params masked): so the intent survives
+MLflow being down, parallel jobs of one sweep create at most one parent, and
+a later trial or ``python -m sweep.sync`` creates or ends the run. Ending it
+logs the sweep-level plots, the trials table and summary metrics.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Protocol
+
+from sweep import secrets
+from sweep.atomic import write_atomic
+from sweep.record._params import flatten_params
+from sweep.record._run_content import TAG_KIND, TAG_SWEEP_KEY, git_sha, sweep_key
+
+PARENT_FILE = "mlflow_parent.json"
+RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+class Tracker(Protocol):
+    """What the parent run needs of :class:`sweep.record.tracking.Tracker` (which calls in here)."""
+
+    @property
+    def display_uri(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    def connect(self) -> tuple[Any, str]: ...
+    def find_run(self, tag: str, value: str, kind: str) -> Any: ...
+    def create_run(self, **kwargs: Any) -> Any: ...
+    def log_batch(self, run_id: str, *, params: Mapping[str, str] | None = None,
+                  metrics: Iterable[tuple[str, float, int]] = (), timestamp: int | None = None) -> None: ...
+
+
+# -- the sweep's record file ---------------------------------------------------
+def read_parent_file(sweep_dir: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((Path(sweep_dir) / PARENT_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def write_parent_file(sweep_dir: Path, record: Mapping[str, Any]) -> None:
+    write_atomic(Path(sweep_dir) / PARENT_FILE, secrets.mask_tree(dict(record)))
+
+
+@contextmanager
+def sweep_lock(sweep_dir: Path) -> Iterator[None]:
+    """Parallel jobs of one sweep must create at most one parent run."""
+    sweep_dir = Path(sweep_dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with open(sweep_dir / ".mlflow_parent.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def record_parent_start(tracker: Tracker, sweep_dir: Path, name: str, params: Mapping[str, Any]) -> None:
+    """Written before MLflow is contacted: the intent survives MLflow being down."""
+    with sweep_lock(sweep_dir):
+        record = read_parent_file(sweep_dir)
+        record.update({"tracking_uri": tracker.display_uri, "experiment": tracker.experiment,
+                       "sweep_id": Path(sweep_dir).name, "name": name,
+                       "params": {str(k): v for k, v in dict(params or {}).items()},
+                       "ended": False, "finalized": False, "status": "RUNNING"})
+        record.setdefault("run_id", None)
+        write_parent_file(sweep_dir, record)
+
+
+def record_parent_end(sweep_dir: Path, status: str) -> None:
+    status = str(status).upper()
+    with sweep_lock(sweep_dir):
+        record = read_parent_file(sweep_dir)
+        record.update({"ended": True, "status": status if status in RUN_STATUSES else "FINISHED"})
+        write_parent_file(sweep_dir, record)
+
+
+# -- the parent run ------------------------------------------------------------------
+def ensure_parent(tracker: Tracker, sweep_dir: Path) -> str:
+    """The recorded parent run, else one found by the sweep's key, else a new
+    one (named and parametrised from the record). Raises when MLflow is down."""
+    sweep_dir = Path(sweep_dir)
+    with sweep_lock(sweep_dir):
+        record = read_parent_file(sweep_dir)
+        client, exp = tracker.connect()
+        run_id = record.get("run_id")
+        same_store = (record.get("tracking_uri") == tracker.display_uri
+                      and record.get("experiment") == tracker.experiment)
+        if run_id and same_store and _active(client, str(run_id)):
+            return str(run_id)
+        found = tracker.find_run(TAG_SWEEP_KEY, sweep_key(sweep_dir), "sweep")
+        run_id = str(found.info.run_id) if found else _create_parent(tracker, sweep_dir, record)
+        record.update({"run_id": run_id, "tracking_uri": tracker.display_uri,
+                       "experiment": tracker.experiment})
+        record.setdefault("sweep_id", sweep_dir.name)
+        write_parent_file(sweep_dir, record)
+        return run_id
+
+
+def _active(client: Any, run_id: str) -> bool:
+    try:
+        return client.get_run(run_id).info.lifecycle_stage == "active"
+    except Exception:  # noqa: BLE001 - a missing run is simply not active
+        return False
+
+
+def _create_parent(tracker: Tracker, sweep_dir: Path, record: Mapping[str, Any]) -> str:
+    red = secrets.redactor(secrets.collect_secrets(record.get("params") or {}))
+    tags = {TAG_KIND: "sweep", TAG_SWEEP_KEY: sweep_key(sweep_dir), "sweep.id": sweep_dir.name,
+            "specsweep.sweep_dir": str(sweep_dir.resolve()), "git.sha": git_sha(),
+            "mlflow.source.git.commit": git_sha()}
+    run = tracker.create_run(run_name=str(record.get("name") or sweep_dir.name),
+                             tags={k: red.text(str(v)) for k, v in tags.items() if v})
+    run_id = str(run.info.run_id)
+    tracker.log_batch(run_id, params=flatten_params(record.get("params") or {}, red))
+    return run_id
+
+
+def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
+    """Sweep-level plots, the trials table and summary metrics, then end the run."""
+    from sweep.record.result import iter_results
+    from sweep.report import plots, table
+
+    sweep_dir = Path(sweep_dir)
+    run_id = ensure_parent(tracker, sweep_dir)
+    client, _ = tracker.connect()
+    docs = [doc for _, doc in sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))]
+    rows = table.rows_from_docs(docs)
+    best = table.best_feasible(rows)
+    metrics = {"trials": len(rows), "trials_ok": sum(r.status == "ok" for r in rows),
+               "trials_failed": sum(r.status == "failed" for r in rows),
+               "trials_feasible": sum(r.feasible for r in rows)}
+    if best is not None:
+        for key in ("tok_s_c1", "tok_s_peak", "speedup_vs_baseline"):
+            if (value := best.doc.metrics.get(key)) is not None:
+                metrics[f"best.{key}"] = value
+        client.set_tag(run_id, "best.trial", best.name)
+    tracker.log_batch(run_id, metrics=[(k, float(v), 0) for k, v in metrics.items()])
+    with tempfile.TemporaryDirectory(prefix="specsweep-parent-") as tmp:
+        if plots.sweep_plots(docs, Path(tmp) / "plots"):
+            client.log_artifacts(run_id, tmp)
+    if rows:
+        client.log_table(run_id, data=table.table_columns(rows), artifact_file="trials.json")
+    record = read_parent_file(sweep_dir)
+    client.set_terminated(run_id, status=record.get("status") if record.get("ended") else "FINISHED")
+    with sweep_lock(sweep_dir):
+        record = read_parent_file(sweep_dir)
+        record.update({"finalized": True, "ended": True, "status": record.get("status") or "FINISHED"})
+        write_parent_file(sweep_dir, record)
+    return run_id

@@ -1,0 +1,263 @@
+"""The trial result file (``result.json``): its typed form, how it reaches disk, how it is read.
+
+The result file is the source of truth: it is written atomically in the
+Hydra job dir before anything else (MLflow, plots, the summary) can fail,
+and rewritten as the trial progresses (``running`` -> ``ok`` / ``failed`` /
+``interrupted``). :class:`TrialResult` is what the trial builds and what
+sync, the report, the baseline lookup, the plots and the sweeper read; files
+of every earlier version load (schema 1: docs/ARCHITECTURE.md), keys this
+version does not know are kept. The JSON Schema generated from these types is
+``docs/result.schema.json``. Every write masks secrets (:mod:`sweep.secrets`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from sweep import secrets
+from sweep.atomic import write_atomic
+from sweep.record._model import Record, json_schema
+
+SCHEMA = 1
+FILENAME = "result.json"
+Status = Literal["running", "ok", "failed", "interrupted"]
+
+
+@dataclass(kw_only=True)
+class Failure(Record):
+    """Why a trial did not end ``ok``."""
+
+    REQUIRED = ("reason",)
+    reason: str
+    message: str = ""
+    log_tail: str = ""
+
+
+@dataclass(kw_only=True)
+class TrialInfo(Record):
+    """Which trial this is and where it ran."""
+
+    REQUIRED = ("name", "hardware", "spec")
+    name: str
+    hardware: str
+    spec: str
+    job_dir: str | None = None
+    sweep_id: str | None = field(default=None, metadata={"doc": "<date>/<time> of the multirun"})
+    sweep_dir: str | None = None
+    job_num: int | None = None
+    overrides: list[str] = field(default_factory=list)
+    started: str | None = None
+    finished: str | None = None
+
+
+@dataclass(kw_only=True)
+class ServerInfo(Record):
+    """The server the trial used: reused or started, and what it said about itself."""
+
+    reused: bool | None = None
+    startup_s: float | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    base_url: str | None = None
+    log: str | None = None
+
+
+@dataclass(kw_only=True)
+class Cell(Record):
+    """One context x concurrency point of the throughput matrix."""
+
+    REQUIRED = ("context", "concurrency")
+    context: int
+    concurrency: int
+    requests: int | None = None
+    errors: int | None = None
+    error_kinds: dict[str, int] = field(default_factory=dict)
+    output_tok_s: float | None = None
+    per_stream_tok_s: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p90: float | None = None
+    ttft_ms_p99: float | None = None
+    ttft_ms_mean: float | None = None
+    itl_ms_p50: float | None = field(default=None, metadata={
+        "doc": "per token: each gap between content events spread over the tokens it carries "
+               "(SGLang bench_serving); files before step_ms: the gap between content reads"})
+    itl_ms_p90: float | None = None
+    itl_ms_p99: float | None = None
+    itl_tokens: str | None = field(default=None, metadata={
+        "doc": "counted (running usage) | estimated (even split): tokens per event for itl_ms"})
+    step_ms_p50: float | None = field(default=None, metadata={
+        "doc": "gap between content events: one verify step (vLLM bench serve's ITL)"})
+    step_ms_p90: float | None = None
+    step_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    tpot_ms_p90: float | None = None
+    tpot_ms_p99: float | None = None
+    e2e_ms_p50: float | None = None
+    accept_len: float | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_mean: float | None = field(default=None, metadata={
+        "doc": "mean usage.prompt_tokens of the cell's successful requests (the context sent)"})
+    prompt_sizing: str | None = field(default=None, metadata={
+        "doc": "tokenize | probe | exact (token ids) | approx: how prompts were cut to the context"})
+    duration_s: float | None = None
+    usd_per_mtok: float | None = None
+
+
+@dataclass(kw_only=True)
+class Coding(Record):
+    """The coding eval: generated code run against hidden tests in a sandbox."""
+
+    eval: str | None = None
+    passed: int | None = None
+    total: int | None = None
+    pass_rate: float | None = None
+    mean_tok_s: float | None = None
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    sandbox: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class AcceptLen(Record):
+    """Speculative acceptance length, three ways (requests' counters, server log, /metrics)."""
+
+    requests: float | None = None
+    log: float | None = None
+    metrics: float | None = None
+    log_samples: int | None = None
+
+
+@dataclass(kw_only=True)
+class Metrics(Record):
+    """Headline figures (sweep.score.metrics): what MLflow, the report and the sweeper compare."""
+
+    tok_s_c1: float | None = None
+    tok_s_peak: float | None = None
+    accept_len: float | None = None
+    coding_pass_rate: float | None = None
+    speedup_vs_baseline: float | None = None
+    ttft_ms_p50: float | None = None
+    ttft_ms_p99: float | None = None
+    tpot_ms_p50: float | None = None
+    startup_s: float | None = None
+    errors: int | None = None
+    usd_per_mtok: float | None = None
+
+
+@dataclass(kw_only=True)
+class Baseline(Record):
+    """The spec=none result the speedup is measured against."""
+
+    result: str | None = None
+    tok_s_c1: float | None = None
+
+
+@dataclass(kw_only=True)
+class MlflowInfo(Record):
+    """Where the trial's MLflow run is (``synced``: it is complete there)."""
+
+    run_id: str | None = None
+    synced: bool = False
+    tracking_uri: str | None = None
+    experiment: str | None = None
+
+
+@dataclass(kw_only=True)
+class TrialResult(Record):
+    """One trial's result.json (schema 1)."""
+
+    REQUIRED = ("schema", "status")
+    schema: int = SCHEMA
+    status: Status = "running"
+    failure: Failure | None = None
+    simulated: bool = False
+    trial: TrialInfo = field(default_factory=lambda: TrialInfo(name="?", hardware="?", spec="?"))
+    command: str | None = field(default=None, metadata={"doc": "the launch as one shell line (masked)"})
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    fingerprint: str | None = None
+    server: ServerInfo | None = None
+    cells: list[Cell] = field(default_factory=list)
+    coding: Coding | None = None
+    accept_len: AcceptLen = field(default_factory=AcceptLen)
+    metrics: Metrics = field(default_factory=Metrics)
+    speedup_vs_baseline: float | None = None
+    baseline: Baseline | None = None
+    config: dict[str, Any] = field(default_factory=dict, metadata={
+        "doc": "the resolved composed config (secrets masked)"})
+    mlflow: MlflowInfo = field(default_factory=MlflowInfo)
+
+    def __post_init__(self) -> None:
+        # A block an odd file has as null reads as an empty one: readers need no None checks.
+        if self.trial is None:
+            self.trial = TrialInfo(name="?", hardware="?", spec="?")
+        for name, make in (("accept_len", AcceptLen), ("metrics", Metrics), ("mlflow", MlflowInfo)):
+            if getattr(self, name) is None:
+                setattr(self, name, make())
+
+    # -- what readers ask ---------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def reason(self) -> str | None:
+        """The failure reason of a trial that did not end ok."""
+        return self.failure.reason if self.failure is not None and not self.ok else None
+
+    def spec_value(self, key: str) -> Any:
+        """``config.spec.<key>`` (budget, topk, window, algorithm) as recorded."""
+        spec = self.config.get("spec")
+        return spec.get(key) if isinstance(spec, dict) else None
+
+    def config_section(self, name: str) -> dict[str, Any]:
+        section = self.config.get(name)
+        return section if isinstance(section, dict) else {}
+
+    # -- disk -----------------------------------------------------------------------------------
+    def masked(self) -> dict[str, Any]:
+        """The document as written: secrets masked by name and by value, no NaN."""
+        return clean_number(secrets.mask_tree(self.to_dict()))
+
+    def write(self, path: Path) -> Path:
+        return write_atomic(path, self.masked())
+
+    @classmethod
+    def load(cls, path: Path) -> TrialResult:
+        """Read a result file (any schema-1 version); ValueError when it is not one."""
+        with open(path) as fh:
+            doc = json.load(fh)
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path}: not a result document (a JSON object)")
+        return cls.from_dict(doc)
+
+
+def iter_results(*roots: Path) -> Iterator[tuple[Path, TrialResult]]:
+    """Every readable result.json under the given directories."""
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        for path in root.rglob(FILENAME):
+            try:
+                yield path, TrialResult.load(path)
+            except (OSError, ValueError):
+                continue
+
+
+def clean_number(x: Any) -> Any:
+    """JSON has no NaN/inf: turn them into None so writes never fail."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(x, dict):
+        return {k: clean_number(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [clean_number(v) for v in x]
+    return x
+
+
+def schema_document() -> dict[str, Any]:
+    """The JSON Schema of result.json (docs/result.schema.json)."""
+    return json_schema(TrialResult, title="specsweep result.json",
+                       schema_id="https://specsweep.invalid/result.schema.json", version=SCHEMA)

@@ -1,0 +1,88 @@
+"""Bring MLflow up to date with the result files on disk.
+
+Why: results are written to disk first and MLflow second, so a tracking
+server that was down (or a sweep run on a box without one) leaves
+``result.json`` files with ``mlflow.synced: false``. :func:`sync_dir`
+uploads them later, idempotently (a second sync finds every run by its
+``specsweep.result_id`` tag and creates nothing), and keeps each sweep's
+parent run in step (:mod:`sweep.record.parent`): created when missing, ended
+with its plots once the sweep has ended. The command is ``python -m sweep.sync``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sweep.compose.settings import Mlflow
+from sweep.record.parent import PARENT_FILE, ensure_parent, finalize_parent, read_parent_file
+from sweep.record.result import TrialResult, iter_results
+from sweep.record.tracking import Tracker
+
+
+@dataclass
+class SyncReport:
+    uploaded: list[tuple[Path, str]] = field(default_factory=list)
+    linked: list[tuple[Path, str]] = field(default_factory=list)  # run existed, file re-marked
+    already: int = 0
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+    parents: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def _sweep_dir_of(path: Path, doc: TrialResult) -> Path | None:
+    """Where the sweep's record lives; the job dir's parent if the tree moved."""
+    recorded = doc.trial.sweep_dir
+    for cand in ([Path(recorded)] if recorded else []) + [path.parent.parent]:
+        if (cand / PARENT_FILE).is_file():
+            return cand
+    return Path(recorded) if recorded and Path(recorded).is_dir() else None
+
+
+def _settings(doc: TrialResult, sweep_dir: Path | None, tracking_uri: str | None,
+              experiment: str | None) -> Mlflow:
+    """CLI flag > what the sweep recorded > the trial's config > MLflow's default."""
+    record = read_parent_file(sweep_dir) if sweep_dir else {}
+    config = doc.config_section("mlflow")
+    return Mlflow.from_mapping({
+        "enabled": True,
+        "tracking_uri": tracking_uri or record.get("tracking_uri") or config.get("tracking_uri"),
+        "experiment": experiment or record.get("experiment") or config.get("experiment")})
+
+
+def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | None = None,
+             include_running: bool = False, progress: Callable[[Path], Any] | None = None) -> SyncReport:
+    """Upload every unsynced result under ``root``; finish parents of ended sweeps."""
+    out = SyncReport()
+    trackers: dict[tuple[Any, Any], Tracker] = {}
+    sweeps: dict[Path, tuple[Tracker, bool]] = {}
+    for path, doc in sorted(iter_results(Path(root)), key=lambda p: str(p[0])):
+        sweep_dir = _sweep_dir_of(path, doc)
+        settings = _settings(doc, sweep_dir, tracking_uri, experiment)
+        tracker = trackers.setdefault((settings.tracking_uri, settings.experiment), Tracker(settings))
+        if sweep_dir is not None and sweep_dir not in sweeps:
+            sweeps[sweep_dir] = (tracker, (sweep_dir / PARENT_FILE).is_file())
+        if progress is not None:
+            progress(path)
+        if doc.mlflow.synced:
+            out.already += 1
+            continue
+        if doc.status == "running" and not include_running:
+            out.skipped.append((path, "still running (or its process died): --include-running uploads it as KILLED"))
+            continue
+        try:
+            parent = ensure_parent(tracker, sweep_dir) if sweep_dir is not None else None
+            run_id, created = tracker.upload_result(doc, path.parent, parent_run_id=parent)
+            (out.uploaded if created else out.linked).append((path, run_id))
+        except Exception as exc:  # noqa: BLE001 - report every file, go on with the next
+            out.failed.append((path, str(exc)))
+    for sweep_dir, (tracker, had_record) in sweeps.items():
+        record = read_parent_file(sweep_dir)
+        if record.get("finalized") or (had_record and not record.get("ended")):
+            continue  # already done, or the sweep may still be running
+        try:
+            out.parents.append((sweep_dir, finalize_parent(tracker, sweep_dir)))
+        except Exception as exc:  # noqa: BLE001
+            out.failed.append((sweep_dir / PARENT_FILE, str(exc)))
+    return out

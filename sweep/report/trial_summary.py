@@ -1,0 +1,57 @@
+"""The terminal summary of a trial (rich), printed when the trial ends."""
+
+from __future__ import annotations
+
+from sweep.record.result import TrialResult
+from sweep.report._console import console as _console
+from sweep.report._console import fmt as _fmt
+
+
+def _speedup(doc: TrialResult) -> str:
+    x = doc.speedup_vs_baseline
+    if x is None:
+        return "- (no spec=none baseline yet; baseline.auto_run=true runs one)"
+    return f"{x:.2f}x"
+
+
+def print_trial(doc: TrialResult) -> None:
+    from rich.table import Table
+
+    console = _console()
+    trial = doc.trial
+    status = doc.status
+    colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(status, "white")
+    tag = " [dim](simulated)[/dim]" if doc.simulated else ""
+    console.print(f"[bold]{trial.name}[/bold]{tag}: [{colour}]{status}[/{colour}]")
+    failure = doc.failure
+    if failure:
+        console.print(f"  reason: [red]{failure.reason}[/red] - {failure.message}")
+        tail = (failure.log_tail or "").strip().splitlines()[-8:]
+        for line in tail:
+            console.print("  " + line, style="dim", markup=False)
+    if doc.cells:
+        table = Table(title="throughput matrix", show_lines=False)
+        table.caption = "latencies: p50 in ms; accept: tokens per verify step"
+        for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
+                    "ITL", "TPOT", "accept"):
+            table.add_column(col, justify="right")
+        for c in doc.cells:
+            table.add_row(str(c.context), str(c.concurrency), str(c.requests),
+                          str(c.errors), _fmt(c.output_tok_s),
+                          _fmt(c.per_stream_tok_s), _fmt(c.ttft_ms_p50),
+                          _fmt(c.itl_ms_p50), _fmt(c.tpot_ms_p50, 2),
+                          _fmt(c.accept_len, 2))
+        console.print(table)
+    coding = doc.coding
+    if coding:
+        names = ", ".join(f"{p['name']}{'' if p.get('passed') else ' (FAIL)'}" for p in coding.problems)
+        console.print(f"coding: {coding.passed}/{coding.total} passed, "
+                      f"mean {_fmt(coding.mean_tok_s)} tok/s  ({names})", markup=False)
+    m = doc.metrics
+    console.print(
+        f"tok/s c1: {_fmt(m.tok_s_c1)}  peak: {_fmt(m.tok_s_peak)}  "
+        f"accept len: {_fmt(doc.accept_len.requests, 2)} (log {_fmt(doc.accept_len.log, 2)})  "
+        f"speedup vs AR: {_speedup(doc)}  "
+        f"startup: {_fmt(m.startup_s)} s"
+        + ("  [server reused]" if doc.server is not None and doc.server.reused else ""))
+    console.print(f"result: {trial.job_dir}/result.json")

@@ -1,0 +1,97 @@
+"""The objective, the constraints and feasibility: decided here, once.
+
+A trial is *feasible* when it ended ok, has an objective value and meets
+every constraint of its ``objective`` block (Optuna's convention: a
+constraint value <= 0 is met; by default coding pass rate 1.0 and zero
+request errors, conf/config.yaml). The trial's return to the sweeper, the
+comparison table, the sweep summary and the MLflow parent run all ask
+:func:`feasible`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.compose.settings import OBJECTIVE_METRICS, Objective
+from sweep.errors import ConfigError
+from sweep.record.result import Metrics, TrialResult
+from sweep.score.metrics import ok_cells
+
+INFEASIBLE = 1e9  # a constraint that could not be measured, as a finite number for Optuna
+
+
+def objective_of(result: TrialResult) -> Objective:
+    """The objective the trial was run with (the shipped one's keys where it lacks them,
+    the shipped one if what was recorded is not a valid objective)."""
+    try:
+        return Objective.from_mapping(result.config_section("objective"))
+    except ConfigError:
+        return Objective.from_mapping({})
+
+
+def objective_value(result: TrialResult, objective: Objective) -> float | None:
+    metric = objective.metric
+    if metric in ("tok_s_c1", "tok_s_peak"):
+        value = result.metrics.get(metric)
+        return None if value is None else float(value)
+    ok = ok_cells(result.cells)
+    if metric == "cell":
+        for c in ok:
+            if c.context == objective.context and c.concurrency == objective.concurrency:
+                return c.output_tok_s
+        return None
+    if metric == "weighted_mean":
+        total = wsum = 0.0
+        for c in ok:
+            w = float(objective.weights.get(f"ctx{c.context}_c{c.concurrency}", 1.0))
+            total += w * float(c.output_tok_s or 0.0)
+            wsum += w
+        return total / wsum if wsum else None
+    raise ValueError(f"objective.metric must be one of {', '.join(OBJECTIVE_METRICS)}, got {metric!r}")
+
+
+def constraints(values: Metrics, objective: Objective) -> tuple[list[float], list[str]]:
+    """Constraint values, Optuna's convention: <= 0 is feasible."""
+    spec = objective.constraints
+    out: list[float] = []
+    names: list[str] = []
+    if spec.coding_pass_rate_min is not None:
+        rate = values.coding_pass_rate
+        out.append(0.0 if rate is None else float(spec.coding_pass_rate_min) - float(rate))
+        names.append("coding_pass_rate")
+    if spec.max_errors is not None:
+        out.append(float(values.errors or 0) - float(spec.max_errors))
+        names.append("errors")
+    if spec.ttft_ms_p99_max is not None:
+        p99 = values.ttft_ms_p99
+        out.append(float("inf") if p99 is None else float(p99) - float(spec.ttft_ms_p99_max))
+        names.append("ttft_ms_p99")
+    return out, names
+
+
+def feasible(result: TrialResult, objective: Objective | None = None) -> bool:
+    """Ended ok, has an objective value, meets every constraint (the one rule)."""
+    objective = objective if objective is not None else objective_of(result)
+    if not result.ok or objective_value(result, objective) is None:
+        return False
+    values, _ = constraints(result.metrics, objective)
+    return all(v <= 0 for v in values)
+
+
+def trial_return(result: TrialResult, objective: Objective, result_path: str) -> dict[str, Any]:
+    """What the task function hands back to Hydra's sweeper (docs/ARCHITECTURE.md)."""
+    out: dict[str, Any] = {
+        "status": result.status, "values": result.metrics.to_dict(), "failure_reason":
+        result.failure.reason if result.failure is not None else None,
+        "result_path": result_path, "fingerprint": result.fingerprint,
+        "mlflow_run_id": result.mlflow.run_id,
+        "objective": None, "constraints": None, "constraint_names": [], "feasible": False,
+    }
+    if not result.ok:
+        return out
+    out["objective"] = objective_value(result, objective)
+    cons, names = constraints(result.metrics, objective)
+    out["constraints"] = [c if c != float("inf") else INFEASIBLE for c in cons]
+    out["constraint_names"] = names
+    out["feasible"] = feasible(result, objective)
+    return out

@@ -1,0 +1,222 @@
+"""One trial end to end: launch/reuse -> benchmark -> record -> score.
+
+The result file is written first (status ``running``) and rewritten at
+every stage, so a crash, a Ctrl-C or a dead MLflow loses nothing. A server
+that fails to start is a *failed* trial with a classified reason and its
+log tail, never an exception that ends the sweep. Every secret of the trial
+(the launch's, the config's, the overrides') is handed to
+:mod:`sweep.secrets` first, so nothing written or printed afterwards shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from sweep import secrets
+from sweep.compose.config import TrialConfig
+from sweep.launch import Launch
+from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
+from sweep.score import metrics as score
+from sweep.score.objective import trial_return
+from sweep.trial.autobaseline import search_roots
+from sweep.trial.context import TrialContext, hydra_context
+
+log = logging.getLogger(__name__)
+
+
+def trial_name(cfg: TrialConfig) -> str:
+    """Readable run name, e.g. ``b300-ddtree-b8-t4-w2048``."""
+    s = cfg.spec
+    parts = [cfg.hardware.name, s.algorithm]
+    for prefix, value in (("b", s.budget), ("t", s.topk), ("w", s.window)):
+        if value is not None and s.algorithm != "none":
+            parts.append(f"{prefix}{value}")
+    if cfg.server.disable_cuda_graph:
+        parts.append("nocg")
+    return "-".join(parts)
+
+
+def _new_result(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> TrialResult:
+    red = secrets.redactor(launch.secrets)
+    return TrialResult(
+        schema=SCHEMA, status="running", simulated=cfg.simulated,
+        trial=TrialInfo(
+            name=trial_name(cfg), hardware=cfg.hardware.name, spec=cfg.spec.algorithm,
+            job_dir=str(ctx.job_dir), sweep_id=ctx.sweep_id,
+            sweep_dir=str(ctx.sweep_dir) if ctx.sweep_dir else None, job_num=ctx.job_num,
+            overrides=[red.text(o) for o in ctx.overrides], started=_now(), finished=None),
+        command=launch.shell_line(),
+        argv=secrets.mask_argv(launch.argv, cfg.server.secret_flags, launch.secrets),
+        env=secrets.mask_env(launch.env, launch.secrets),
+        fingerprint=launch.fingerprint,
+        accept_len=AcceptLen(requests=None, log=None, metrics=None, absent=frozenset({"log_samples"})),
+        config=secrets.mask_tree(dict(cfg.raw), red),
+    )
+
+
+def _now() -> str:
+    from sweep.atomic import now_iso
+
+    return now_iso()
+
+
+def _fail(doc: TrialResult, reason: str, message: str, log_tail: str = "") -> None:
+    doc.status = "failed"
+    doc.failure = Failure(reason=reason, message=message, log_tail=log_tail)
+
+
+def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, path: Path) -> None:
+    """Coding eval, then the matrix, then server-side stats for this window."""
+    from sweep.bench import serverstats
+    from sweep.bench.coding import run_coding_eval
+    from sweep.bench.matrix import run_matrix, server_options
+    from sweep.record.result import Cell, Coding
+
+    mark = launcher.log_mark()
+    wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
+    model_name = cfg.model.served_name
+    if wl.coding != "off":
+        doc.coding = Coding.from_dict(run_coding_eval(base_url, wl, model_name, api_key=key,
+                                                      request_extras=cfg.server.request_extras).to_dict())
+        doc.write(path)
+    cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg))
+    doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
+    doc.accept_len.requests = score.trial_accept_len(doc.cells)
+    from_log = serverstats.accept_from_log(launcher.log_since(mark))
+    doc.accept_len.log = from_log.get("accept_len") if from_log else None
+    doc.accept_len.log_samples = from_log.get("samples") if from_log else 0
+    doc.accept_len.absent = frozenset()
+    if cfg.server.enable_metrics:
+        gauges = serverstats.fetch_metrics(base_url, api_key=key)
+        doc.accept_len.metrics = gauges.get("sglang:spec_accept_length")
+    if not launcher.alive():
+        _fail(doc, "crashed", "the server exited during the benchmark",
+              _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+
+
+def _tail(text: str, n: int) -> str:
+    return "\n".join(text.splitlines()[-int(n):])
+
+
+def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -> None:
+    from sweep.score import speedup
+
+    tok = doc.metrics.tok_s_c1
+    if cfg.spec.algorithm == "none":
+        doc.speedup_vs_baseline = 1.0 if tok else None
+        return
+    found = speedup.find(doc.config, cfg.simulated, search_roots(cfg, ctx), exclude=path)
+    if found and tok:
+        bpath, bdoc = found
+        btok = bdoc.metrics.tok_s_c1
+        doc.baseline = Baseline(result=str(bpath), tok_s_c1=btok)
+        doc.speedup_vs_baseline = speedup.speedup(tok, btok)
+
+
+def _finish_metrics(cfg: TrialConfig, doc: TrialResult) -> None:
+    from sweep.score import cost
+
+    doc.metrics = score.metrics(doc)
+    total_tokens = sum(c.completion_tokens or 0 for c in doc.cells)
+    measured = sum(c.duration_s or 0 for c in doc.cells)
+    doc.metrics.usd_per_mtok = cost.trial_usd_per_mtok(
+        cfg.hardware.cost_per_hour, total_tokens, measured,
+        (doc.server.startup_s if doc.server is not None else None) or 0.0)
+    for c in doc.cells:
+        c.usd_per_mtok = cost.cell_usd_per_mtok(cfg.hardware.cost_per_hour, c.output_tok_s or 0)
+
+
+def _remember_secrets(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> None:
+    """Everything secret about this trial, masked by value from now on in this process."""
+    secrets.configure(cfg.secret_names)
+    secrets.remember(launch.secrets | secrets.collect_secrets(cfg.raw, list(ctx.overrides)))
+
+
+def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
+              ctx: TrialContext | None = None) -> dict[str, Any]:
+    """Run one trial; always leaves ``result.json``; returns the sweeper's values."""
+    import launchers
+    from launchers.base import LaunchFailure
+
+    ctx = ctx if ctx is not None else hydra_context()
+    _remember_secrets(cfg, launch, ctx)
+    path = ctx.job_dir / FILENAME
+    doc = _new_result(cfg, launch, ctx)
+    doc.write(path)
+    launcher = None
+    interrupted: BaseException | None = None
+    try:
+        if cfg.results.baseline_auto_run and cfg.spec.algorithm != "none":
+            from sweep.trial.autobaseline import ensure_baseline
+
+            ensure_baseline(cfg, ctx, lambda c, la, cx: run_trial(c, la, ctx=cx))
+        launcher = launchers.get_launcher(cfg.launcher)
+        t0 = time.monotonic()
+        try:
+            handle = launcher.ensure(launch, cfg.server, ctx.job_dir)
+        except LaunchFailure as failure:
+            _fail(doc, failure.reason, failure.message, launch.redact(failure.log_tail))
+            doc.server = ServerInfo(reused=False, startup_s=time.monotonic() - t0, info={},
+                                    absent=frozenset({"base_url", "log"}))
+        else:
+            doc.server = ServerInfo(reused=handle.reused, startup_s=handle.startup_s, info=handle.info,
+                                    base_url=handle.base_url,
+                                    log=str(handle.log_path) if handle.log_path else None)
+            doc.write(path)
+            try:
+                _benchmark(cfg, launcher, handle, doc, path)
+            except LaunchFailure as failure:  # e.g. ssh_dropped while reading the log
+                _fail(doc, failure.reason, failure.message, launch.redact(failure.log_tail))
+            if doc.status == "running":
+                doc.status = "ok"
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        doc.status = "interrupted"
+        doc.failure = Failure(reason="interrupted", message="stopped by the user (Ctrl-C)", log_tail="")
+    except Exception as exc:  # a harness bug must not end the sweep
+        log.exception("trial failed")
+        _fail(doc, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
+    finally:
+        doc.trial.finished = _now()
+        _finish_metrics(cfg, doc)
+        if doc.ok:
+            _attach_baseline(cfg, doc, ctx, path)
+            doc.metrics.speedup_vs_baseline = doc.speedup_vs_baseline
+        doc.write(path)
+        if interrupted is not None:
+            launchers.stop_all(force=True)  # Ctrl-C stops even a keep_server server
+        elif ctx.sweep_dir is None:
+            launchers.stop_all()  # respects launcher.keep_server
+    _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
+    if interrupted is not None:
+        raise interrupted
+    _summary(doc)
+    return trial_return(doc, cfg.objective, str(path))
+
+
+def _record(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -> None:
+    """MLflow, after the file is safe on disk; never fails the trial."""
+    if not cfg.mlflow.enabled:
+        return
+    try:
+        from sweep.record.tracking import Tracker
+
+        tracker = Tracker(cfg.mlflow)
+        parent = tracker.parent_for(ctx.sweep_dir) if ctx.sweep_dir else None
+        tracker.log_trial(doc, ctx.job_dir, parent_run_id=parent)
+    except Exception as exc:  # noqa: BLE001 - tracking is best effort by design
+        log.warning("MLflow logging failed (%s); result kept at %s, run `python -m sweep.sync`",
+                    secrets.mask_text(str(exc)), path)
+
+
+def _summary(doc: TrialResult) -> None:
+    try:
+        from sweep.report.trial_summary import print_trial
+
+        print_trial(doc)
+    except Exception as exc:  # noqa: BLE001 - a display bug never fails a trial
+        log.warning("could not print the summary: %s", exc)

@@ -1,0 +1,109 @@
+"""Secrets set every way a user can set them never reach a file, a log, MLflow or the terminal.
+
+Real runs of ``python -m sweep`` on the simulator (MLflow on a sqlite store in
+the run's directory): a token from the environment through
+``${oc.env:HF_TOKEN}``, an API key from ``SPECSWEEP_API_KEY`` (the shipped
+``server.api_key``), an API key typed on the command line (single run and a
+``-m`` multirun, also in ``server.extra_args`` as ``--api-key=...``), a
+``WANDB_API_KEY`` given as extra env, the SSH password in the environment,
+and a key only in ``server.extra_args`` (dry run). Afterwards every file
+under the run directory (result.json, server.log, ``.hydra/``, multirun.yaml,
+mlflow_parent.json, ``mlflow.db``'s bytes, MLflow's artifacts, the launcher's
+state files) and the captured stdout and stderr are searched for the canary
+values: none may be found. The trials still work: the simulator enforces its
+API key on every request, so an ``ok`` trial with its requests answered is
+one whose server really got the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from _support import free_port
+
+pytestmark = pytest.mark.slow
+
+CANARIES = {
+    "HF_TOKEN": "hf_canaryTOKENfromENV7Q2",
+    "SPECSWEEP_SSH_PASSWORD": "pw-canary-ssh-5Zq",
+    "SPECSWEEP_API_KEY": "sk-canary-envkey-9Xw",
+    "cli_api_key": "sk-canary-clikey-4Wm",
+    "WANDB_API_KEY": "wandb-canary-3Vr",
+    "extra_args_key": "sk-canary-extraarg-8Up",
+}
+FAST = ["workload=smoke", "server.sim.load_seconds=0.2"]
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(cwd / "state"), "COLUMNS": "200",
+           **{k: v for k, v in CANARIES.items() if k.isupper() and k != "WANDB_API_KEY"}}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    tracking = f"mlflow.tracking_uri=sqlite:///{cwd / 'mlflow.db'}"
+    return subprocess.run([sys.executable, "-m", "sweep", *args, tracking], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def hits(root: Path, *texts: str) -> list[str]:
+    """Every file under ``root`` and every text that holds a canary: 'where: which'."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path.relative_to(root)}: {name}" for name, value in CANARIES.items()
+                      if value.encode() in data]
+    for i, text in enumerate(texts):
+        found += [f"output {i}: {name}" for name, value in CANARIES.items() if value in text]
+    return found
+
+
+def results(root: Path) -> list[dict]:
+    """The trials' own result files (MLflow keeps a copy of each as an artifact under mlruns/)."""
+    paths = [p for top in ("outputs", "multirun") for p in (root / top).rglob("result.json")]
+    return sorted((json.loads(p.read_text()) for p in paths),
+                  key=lambda d: (d["trial"]["sweep_dir"] or "", d["trial"]["job_num"]))
+
+
+def test_no_canary_anywhere_and_the_trials_still_authenticate(tmp_path: Path) -> None:
+    key = CANARIES["cli_api_key"]
+    single = run(tmp_path, *FAST, f"server.port={free_port()}", "+server.extra_env.HF_TOKEN=${oc.env:HF_TOKEN}",
+                 f"+server.extra_env.WANDB_API_KEY={CANARIES['WANDB_API_KEY']}")
+    multi = run(tmp_path, "-m", *FAST, f"server.port={free_port()}", "workload.max_tokens=16,24",
+                f"server.api_key={key}", f"server.extra_args=['--api-key={key}']",
+                "+server.extra_env.HF_TOKEN=${oc.env:HF_TOKEN}")
+    dry = run(tmp_path, "dry_run=true", "server.api_key=null",
+              f"server.extra_args=[--api-key,{CANARIES['extra_args_key']}]")
+    outputs = [p.stdout + p.stderr for p in (single, multi, dry)]
+    for proc in (single, multi, dry):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    assert hits(tmp_path, *outputs) == []
+
+    # The trials worked: every request authenticated against a server that enforces its key.
+    docs = results(tmp_path)
+    assert [d["status"] for d in docs] == ["ok", "ok", "ok"], [d["failure"] for d in docs]
+    for d in docs:
+        assert d["coding"]["passed"] == d["coding"]["total"] == 5
+        assert d["cells"][0]["errors"] == 0 and d["cells"][0]["output_tok_s"] > 0
+        assert d["server"]["info"].get("api_key") == "***"  # the server has a key (it shows it masked)
+        assert d["mlflow"]["run_id"]
+    assert [d["server"]["reused"] for d in docs[1:]] == [False, True]
+
+    # Masked, not dropped: the records still say where each secret went.
+    single_doc, multi_doc = docs[0], docs[1]
+    assert single_doc["config"]["server"]["extra_env"] == {"HF_TOKEN": "***", "WANDB_API_KEY": "***"}
+    assert "HF_TOKEN=***" in single_doc["command"] and "WANDB_API_KEY=***" in single_doc["command"]
+    assert "server.api_key=***" in multi_doc["trial"]["overrides"]
+    assert multi_doc["config"]["server"]["api_key"] == "***"
+    job = Path(multi_doc["trial"]["job_dir"])
+    overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text())
+    assert "server.api_key=***" in overrides  # the reference to the env stays (escaped by Hydra's sweeper)
+    assert "+server.extra_env.HF_TOKEN=$\\{oc.env\\:HF_TOKEN\\}" in overrides
+    assert yaml.safe_load((job / ".hydra" / "config.yaml").read_text())["server"]["api_key"] == "***"
+    assert (Path(single_doc["trial"]["job_dir"]) / "server.log").stat().st_size > 0
+    assert "--api-key ***" in dry.stdout.splitlines()[-1]
