@@ -95,7 +95,7 @@ class KeptServers:
             logger.warning("could not update %s: %s", self.state_path, exc)
 
     def record(self, proc: subprocess.Popen[bytes], launch: Launch, server: Endpoint,
-               log_path: Path) -> None:
+               log_path: Path, mark: str) -> None:
         """Describe the server we just spawned (best effort: a read-only home must not fail a trial)."""
         path = self._state_file(server)
         me, my_ticks = _state.own_identity()
@@ -104,7 +104,8 @@ class KeptServers:
             pgid=proc.pid, start_ticks=_state.start_ticks(proc.pid), boot_id=_state.boot_id(),
             fingerprint=launch.fingerprint, log_path=str(log_path.resolve()),
             command=launch.shell_line(redact=True), started=now_iso(),
-            keep_server=self.settings.keep_server, owner_pid=me, owner_start_ticks=my_ticks)
+            keep_server=self.settings.keep_server, owner_pid=me, owner_start_ticks=my_ticks,
+            mark=mark)
         try:
             _state.write_state(path, state)
         except OSError as exc:

@@ -154,7 +154,11 @@ def evaluate(output: str, launch: Launch, *, port: int, mode: str,
     checks.append(Check("workdir", "ok" if wd else "fail",
                         f"{workdir} is writable" if wd else f"cannot create or write {workdir} "
                         "(launcher.workdir)"))
-    checks.append(_headers(s.get("headers", []), server_python(launch), simulated))
+    if box is not None and box.num_gpus == 0 and not simulated:
+        checks.append(Check("python headers", "skip", f"hardware={box.hardware} has no GPU "
+                            "(no Triton kernels to compile)"))
+    else:
+        checks.append(_headers(s.get("headers", []), server_python(launch), simulated))
     busy = s.get("port", [])[:1] == ["busy"]
     if busy and port_owned:
         checks.append(Check("port", "ok", f"{port} is held by the server this launcher manages "
@@ -191,6 +195,8 @@ def _gpu(lines: list[str], hw: BoxNeeds | None) -> Check:
         return Check("gpus", "skip", "hardware config not known")
     if hw.simulated:
         return Check("gpus", "skip", "server is simulated (no GPU needed)")
+    if hw.num_gpus == 0:
+        return Check("gpus", "skip", f"hardware={hw.hardware} is a CPU box (no GPU expected)")
     rc = next((ln for ln in reversed(lines) if ln.startswith("rc=")), "rc=127")
     rows = [ln for ln in lines if not ln.startswith("rc=")]
     if rc != "rc=0":

@@ -16,7 +16,11 @@ its live members carries our token in its environment (Linux /proc), so a
 stale pid file never makes us kill a stranger. Stopping signals the whole
 group (``kill -s TERM -- -PGID``, ``stop_grace_s``, ``-s KILL``; the
 ``-s`` form is the one dash, bash and busybox all accept), which reaches
-SGLang's scheduler and detokenizer children too.
+SGLang's scheduler and detokenizer children too, and every process that
+carries the token in its environment (a ``setsid``'d grandchild).
+
+While a controller uses the server, a watchdog on the box ties it to the
+controller's SSH session (:mod:`launchers._ssh_watchdog`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,24 @@ ours() {
   return 1
 }
 running() { [ -n "$pg" ] && [ -n "$(members)" ] && ours; }
+# Every process carrying the token, in whatever group or session (a setsid'd grandchild).
+marked() {
+  [ -d /proc/self ] || return 0
+  grep -slzxF "SPECSWEEP_RUN_TOKEN=$tok" /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/||; s|/environ$||'
+}
+# TERM, wait $1 tenths of a second, KILL: the group (if it is ours) and every marked process.
+stop_ours() {
+  g=; if running; then g=$pg; fi
+  sig() {
+    [ -z "$g" ] || kill -s "$1" -- -"$g" 2>/dev/null
+    for p in $(marked); do kill -s "$1" "$p" 2>/dev/null; done
+  }
+  left() { { [ -n "$g" ] && [ -n "$(members)" ]; } || [ -n "$(marked)" ]; }
+  sig TERM
+  i=0; while left && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); done
+  if left; then sig KILL; fi
+  i=0; while left && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+}
 """
 
 
@@ -134,14 +156,12 @@ class ProcessBackend:
         self.pgid = int(pid[0])
 
     def stop(self, stop_grace_s: float) -> bool:
-        """SIGTERM the group, grace, SIGKILL; True if something of ours was running."""
+        """SIGTERM the group and whatever carries the token, grace, SIGKILL; True if
+        something of ours was running."""
         ticks = max(1, int(stop_grace_s * 10))
         cmd = self._prelude() + (
-            "if running; then\n"
-            "  kill -s TERM -- -\"$pg\" 2>/dev/null || true\n"
-            f"  i=0; while [ -n \"$(members)\" ] && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done\n"
-            "  if [ -n \"$(members)\" ]; then kill -s KILL -- -\"$pg\" 2>/dev/null || true; fi\n"
-            "  i=0; while [ -n \"$(members)\" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\n"
+            "if running || [ -n \"$(marked)\" ]; then\n"
+            f"  stop_ours {ticks}\n"
             "  echo 'state stopped'\n"
             "fi\n"
             "rm -f pid\n")

@@ -106,6 +106,8 @@ class ServerState:
     owner_pid: int
     owner_start_ticks: int | None
     version: int = VERSION
+    # SPECSWEEP_SERVER_MARK of its processes: the reaper of whoever adopts it finds them all
+    mark: str | None = None
 
     def is_running(self) -> bool:
         """The recorded process is alive and really the one we started (never a recycled pid)."""

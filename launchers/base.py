@@ -20,9 +20,9 @@ from sweep import secrets
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
 
-# Reasons a launch fails; launchers.classify mines the first seven from logs.
+# Reasons a launch fails; launchers.classify mines the first eight from logs.
 REASONS = (
-    "cuda_graph", "oom", "missing_module", "python_headers", "bad_flag",
+    "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
     "port_in_use", "timeout", "crashed", "unknown",
     # SSH launcher
     "ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight",

@@ -27,10 +27,17 @@ Rules are tried **in order, first match wins**, and the order is the point:
    operation not permitted while capturing, SGLang's "Capture cuda graph
    failed"). Normal progress lines ("Capture cuda graph begin/end", the
    ``cuda graph: True`` field of decode lines) must not match.
-5. ``bad_flag`` -- argparse rejects the command line before anything else
-   runs, so if its message is present nothing later can be the cause.
-6. ``port_in_use`` -- bind failure of the HTTP server (uvicorn spells it in
-   lower case, Python's socket error in mixed case; errno 98 on Linux).
+5. ``model_missing`` -- the weights are not where the config says: llama.cpp's
+   ``failed to open GGUF file '...' (No such file or directory)``, or a path
+   that transformers takes for a Hugging Face id that does not exist. The load
+   error lines that follow it are consequences.
+6. ``bad_flag`` -- the server's parser rejects the command line before anything
+   else runs (argparse for SGLang / vLLM; llama.cpp's ``error: invalid
+   argument: --x``, ``error while handling argument "--x": ...``, or a flag it
+   removed), or rejects a speculative setting when it builds its context.
+7. ``port_in_use`` -- bind failure of the HTTP server (uvicorn spells it in
+   lower case, Python's socket error in mixed case; errno 98 on Linux;
+   llama.cpp's cpp-httplib says ``couldn't bind HTTP server socket``).
 
 Nothing matched: ``crashed`` if the process exited, otherwise ``unknown``
 (the caller decides e.g. ``timeout`` for a server that never got ready).
@@ -64,16 +71,24 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|operation not permitted when stream is capturing"
         r"|operation failed due to a previous error during capture",
         re.I)),
+    ("model_missing", re.compile(
+        r"failed to open GGUF file '[^'\n]*' \(No such file or directory\)"
+        r"|is not a local folder and is not a valid model identifier")),
     ("bad_flag", re.compile(
         r"error: unrecognized arguments"
         r"|: error: argument "
         r"|\binvalid choice: "
-        r"|: error: the following arguments are required",
+        r"|: error: the following arguments are required"
+        r"|\berror: invalid argument: "
+        r"|\berror while handling argument \""
+        r"|\bthe argument has been removed\b"
+        r"|failed to initialize speculative decoding context",
         re.I)),
     ("port_in_use", re.compile(
         r"address already in use"
         r"|\[Errno 98\]"
-        r"|\bEADDRINUSE\b",
+        r"|\bEADDRINUSE\b"
+        r"|couldn't bind HTTP server socket",
         re.I)),
 )
 
@@ -88,6 +103,8 @@ HINTS: dict[str, str] = {
                       "or set server.skip_server_warmup=true if only warmup imports it",
     "python_headers": "Triton cannot compile kernels without Python.h: install the "
                       "python3.x-dev package matching the server's Python",
+    "model_missing": "the model file is not there: check model.path and model.draft_paths "
+                     "(for llama.cpp's weights run: python -m sweep.engines llamacpp)",
     "bad_flag": "the server rejected a flag: check server.extra_args and the spec's "
                 "render mapping against this server version",
     "port_in_use": "another process holds the server port: stop it or set server.port",

@@ -7,14 +7,20 @@ Why each mechanism is here:
   group, and Ctrl-C in the terminal (SIGINT to the *foreground* group) must
   not kill the server behind the trial's back -- the trial stops it itself,
   after recording an ``interrupted`` result.
-* **PR_SET_PDEATHSIG(SIGTERM)** (Linux, set in the child before exec): if the
-  controller is SIGKILLed no ``finally``/atexit runs; the kernel then sends
-  SIGTERM to the server so no 590 GB model stays resident on the GPUs.
-  Caveats: it fires when the *thread* that started the server exits (call
-  :meth:`LocalLauncher.ensure` from the main thread, as Hydra does), it only
-  reaches the direct child (SGLang ties its own children to it the same
-  way), and it is not set with ``launcher.keep_server=true`` (that server is
-  meant to outlive us).
+* **A reaper per server** (:mod:`launchers._reaper`): if the controller is
+  SIGKILLed no ``finally``/atexit runs, so a small process of its own, tied
+  to us by a pipe, stops the server's group and every process carrying its
+  ``SPECSWEEP_SERVER_MARK`` (SIGTERM, SIGINT, SIGKILL at
+  ``launcher.reap_grace_s``) so no 590 GB model stays resident on the GPUs.
+  It is started before the server, also sweeps what escaped the group at a
+  normal stop, and is told ``release`` when ``keep_server`` hands the server
+  over at a normal end (docs/ARCHITECTURE.md, "Lifecycle").
+* **PR_SET_PDEATHSIG(SIGTERM)** (Linux, set in the child before exec) on the
+  group leader as well: the kernel's own signal, the same instant. Alone it
+  was not enough: it fires when the *thread* that started the server exits,
+  it only reaches the direct child, and a server may ignore SIGTERM or wait
+  in uvicorn's "Waiting for background tasks to complete". Not set with
+  ``launcher.keep_server=true``.
 * **server.log in the trial dir**, appended, one redacted header line per
   start; when the launch carries secrets (``--api-key``), output goes through
   a redacting pump thread because SGLang prints its ``ServerArgs`` (key
@@ -32,9 +38,9 @@ Why each mechanism is here:
   pid now belongs to another process (different start time), is stale:
   removed, and nothing it names is ever signalled. A port held by anything
   else stays ``port_in_use``, and so does a server whose recorded owner (the
-  controller using it) is still running. An adopted server is not our child:
-  no PR_SET_PDEATHSIG ties it to us (if we are SIGKILLed it stays, and the
-  next run adopts it again) and its exit code is unknown.
+  controller using it) is still running. An adopted server is not our child
+  (its exit code is unknown); a new reaper ties it to us until we hand it
+  over again.
 * **Kept server with secrets**: the redacting pump must outlive us too (a
   pump thread would die with us and leave the server writing into a broken
   pipe), so it is a small process of its own, in its own session.
@@ -54,6 +60,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -62,6 +69,7 @@ from launchers._local_kept import KeptServers
 from launchers._local_log import append_note, read_from, start_pump
 from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group_alive: public here
     FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, spawn, terminate_group)
+from launchers._reaper import MARK_ENV, Reaper
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
@@ -92,6 +100,8 @@ class LocalLauncher(ServerLauncher):
         self._server: Endpoint | None = None
         self._log_path: Path | None = None
         self._info: dict[str, Any] = {}
+        self._mark: str | None = None  # SPECSWEEP_SERVER_MARK of the server's processes
+        self._reaper: Reaper | None = None  # stops the server if this process dies
 
     @staticmethod
     def _health_paths(server: Endpoint) -> tuple[str, ...]:
@@ -108,6 +118,9 @@ class LocalLauncher(ServerLauncher):
                     and self._server.base_url == server.base_url):
                 if check_health(server.base_url, health_paths=self._health_paths(server),
                                 api_key=server.api_key):
+                    if self._proc is not None and (self._reaper is None or not self._reaper.alive()):
+                        # handed off at an earlier stop_all (keep_server): ours again now
+                        self._arm_reaper(self._mark, pgid_of(self._proc), self._log_path)
                     return self._handle(reused=True, startup_s=0.0)
                 self._note("reused server failed its health check: restarting")
             self.stop()
@@ -134,6 +147,9 @@ class LocalLauncher(ServerLauncher):
                 self._announced_pid = proc.pid
                 logger.warning("%s", line)
                 self._note(f"left running (keep_server); stop it with: kill -TERM -- -{pgid}")
+            if self._reaper is not None:  # handed over: this run's death no longer stops it
+                self._reaper.release()
+                self._reaper = None
             return line
 
     def log_mark(self) -> tuple[Path | None, int]:
@@ -163,9 +179,12 @@ class LocalLauncher(ServerLauncher):
         """
         with self._lock:
             proc = self._proc
-            if proc is None:
+            if proc is None:  # a Ctrl-C between spawn and bookkeeping: the reaper knows its mark
+                self._disarm_reaper()
                 return
             pgid = pgid_of(proc)
+            if self._reaper is not None:  # it knows the tree before the group's leader goes
+                self._reaper.snapshot()
             try:
                 terminate_group(proc, pgid, self.settings.stop_grace_s)
             finally:
@@ -178,6 +197,7 @@ class LocalLauncher(ServerLauncher):
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
             pass
+        self._disarm_reaper()  # what escaped the group (a setsid'd grandchild) goes too
         if self._pump_thread is not None:
             self._pump_thread.join(timeout=5.0)
             self._pump_thread = None
@@ -202,6 +222,27 @@ class LocalLauncher(ServerLauncher):
         """Append a marker line to the current server log."""
         append_note(self._log_path, what)
 
+    def _arm_reaper(self, mark: str | None, pgid: int | None, log_path: Path | None) -> None:
+        """Start the reaper that stops the server if this process dies (:mod:`launchers._reaper`).
+
+        ``pgid`` None: the server is about to be spawned (``watch`` follows).
+        """
+        self._disarm_reaper()
+        try:
+            self._reaper = Reaper.start(mark=mark, grace_s=self.settings.reap_grace_s,
+                                        log_path=log_path)
+        except OSError as exc:  # pragma: no cover - we just ran this interpreter
+            logger.warning("no reaper for the server (%s): if this process is killed, only "
+                           "PR_SET_PDEATHSIG stops it", exc)
+            return
+        if pgid is not None:
+            self._reaper.watch(pgid, _state.start_ticks(pgid))
+
+    def _disarm_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.stop(timeout=self.settings.reap_grace_s + 10.0)
+            self._reaper = None
+
     def _handle(self, *, reused: bool, startup_s: float) -> ServerHandle:
         assert self._launch is not None and self._server is not None and self._proc is not None
         return ServerHandle(base_url=self._server.base_url, fingerprint=self._launch.fingerprint,
@@ -219,6 +260,10 @@ class LocalLauncher(ServerLauncher):
             return None
         self._proc = _state.AdoptedProcess(kept)
         self._launch, self._server, self._log_path, self._info = launch, server, Path(kept.log_path), {}
+        # Ours now: if this run dies before it hands the server over again, the server goes
+        # (and stopping it below also sweeps what escaped its group).
+        self._mark = kept.mark
+        self._arm_reaper(kept.mark, kept.pgid, self._log_path)
         why = self._kept.why_not_reused(kept, launch, server)
         if why:
             logger.info("kept server pid %s on %s:%s: %s; stopping it", kept.pid, server.host,
@@ -227,7 +272,7 @@ class LocalLauncher(ServerLauncher):
             self.stop()
             return None
         self._kept.hand_over(kept)
-        self._info = fetch_info(server.base_url, server.api_key, self._secrets)
+        self._info = fetch_info(server.base_url, server.api_key, self._secrets, server.info_paths)
         self._note(f"adopted by specsweep pid {os.getpid()}: kept server pid {kept.pid} "
                    f"(started {kept.started}) reused, fingerprint={launch.fingerprint}")
         logger.info("reusing the server kept by an earlier run: pid %s at %s (started %s; "
@@ -240,7 +285,10 @@ class LocalLauncher(ServerLauncher):
         trial_dir.mkdir(parents=True, exist_ok=True)
         log_path = trial_dir / "server.log"
         keep = self.settings.keep_server
-        env = {**os.environ, **launch.env}
+        # The mark finds the server's processes wherever they go (its reaper, docs/ARCHITECTURE.md).
+        mark = uuid.uuid4().hex
+        env = {**os.environ, **launch.env, MARK_ENV: mark}
+        self._arm_reaper(mark, None, log_path)  # first: a death from here on is covered
         # The server's output is pumped through the masking when it could print a secret.
         masked = set(launch.secrets) | secrets.known()
         with open(log_path, "ab") as log:
@@ -253,13 +301,16 @@ class LocalLauncher(ServerLauncher):
                 proc = spawn(launch.argv, env=env, pdeathsig=not keep,
                              stdout=subprocess.PIPE if masked else log)
             except OSError as exc:
+                self._disarm_reaper()
                 msg = f"cannot start {launch.redact(launch.argv[0])}: {exc.strerror or exc}"
                 log.write(f"specsweep: {msg}\n".encode())
                 raise LaunchFailure("crashed", msg, msg) from None
             # Owned from this line on: stop()/stop_all() can find it whatever happens next.
             self._proc, self._launch, self._server, self._log_path = proc, launch, server, log_path
-            self._info = {}
-            self._kept.record(proc, launch, server, log_path)
+            self._mark, self._info = mark, {}
+            if self._reaper is not None:
+                self._reaper.watch(proc.pid, _state.start_ticks(proc.pid))
+            self._kept.record(proc, launch, server, log_path, mark)
             if masked:
                 self._pump_thread, self._pump_proc = start_pump(proc, log_path, masked, outlive_us=keep)
         try:
@@ -275,7 +326,7 @@ class LocalLauncher(ServerLauncher):
             self.stop()
             raise
         startup_s = time.monotonic() - t0
-        self._info = fetch_info(server.base_url, server.api_key, self._secrets)
+        self._info = fetch_info(server.base_url, server.api_key, self._secrets, server.info_paths)
         self._note(f"ready after {startup_s:.1f} s (pid {proc.pid})")
         return self._handle(reused=False, startup_s=startup_s)
 

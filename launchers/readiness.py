@@ -124,14 +124,16 @@ def _sleep_watching(total: float, step: float, alive: Callable[[], bool], last: 
             raise LaunchFailure("crashed", f"server process exited while starting ({last})")
 
 
-def fetch_info(base_url: str, api_key: str | None, secret_values: Iterable[str] = ()) -> dict[str, Any]:
-    """Version and server args from /get_server_info (or /server_info); {} if neither works.
+def fetch_info(base_url: str, api_key: str | None, secret_values: Iterable[str] = (),
+               paths: Sequence[str] = INFO_PATHS) -> dict[str, Any]:
+    """Version and server args from the first of ``paths`` that answers (``server.info_paths``:
+    SGLang's /get_server_info, llama.cpp's /props); {} if none works.
 
     Secrets masked: SGLang echoes every server argument, the API key included.
     """
     try:
         with httpx.Client(timeout=5.0, headers=_headers(api_key), trust_env=False) as client:
-            for path in INFO_PATHS:
+            for path in paths:
                 try:
                     r = client.get(base_url.rstrip("/") + path)
                     data = r.json() if r.status_code == 200 else None

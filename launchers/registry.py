@@ -14,8 +14,10 @@ stops it. Termination paths, and what covers each:
   exact path of Ctrl-C (result written as ``interrupted``, server stopped).
   It is installed once, from the main thread, only over the default
   disposition (an application's own handler is left alone);
-* SIGKILL: nothing in-process can run; the server's PR_SET_PDEATHSIG
-  (launchers.local) makes the kernel SIGTERM it.
+* SIGKILL (or the OOM killer): nothing in-process can run; each local
+  server's reaper process (launchers._reaper) stops it within
+  ``launcher.reap_grace_s``, a process-mode SSH server's watchdog on the box
+  within ``remote_lease_s`` + ``reap_grace_s`` (launchers._ssh_watchdog).
 """
 
 from __future__ import annotations

@@ -19,7 +19,11 @@ Same guarantees as the local launcher, over Fabric/SSH:
 * **clean stop**: Ctrl-C while starting stops what we started; ``stop()``
   (called by ``launchers.stop_all`` at the end, unless ``keep_server``) stops
   the remote server and never raises -- if the box cannot be reached it says
-  what still runs and how to stop it.
+  what still runs and how to stop it;
+* **a killed controller** (process mode): a watchdog on the box, tied to this
+  controller's SSH session, stops the server once the session has been gone
+  for ``launcher.remote_lease_s`` (:mod:`launchers._ssh_watchdog`, which also
+  says what it cannot cover).
 
 Secrets (API key, SSH password/passphrase) are masked in every message, log
 and handle this module produces (:mod:`sweep.secrets`). What the box must
@@ -39,6 +43,7 @@ from launchers._ssh_preflight import Check, failures, rpath, run_checks
 from launchers._ssh_tunnel import LocalForward
 from launchers._ssh_unit import check_launch
 from launchers._ssh_util import loopback, tcp_open
+from launchers._ssh_watchdog import Guarded
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, tail
 from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
@@ -50,7 +55,7 @@ log = logging.getLogger(__name__)
 WATCH_INTERVAL_S = 1.0
 
 
-class SSHLauncher(ServerLauncher):
+class SSHLauncher(Guarded, ServerLauncher):
     """Owns at most one server on one box (a process group or a systemd unit)."""
 
     def __init__(self, settings: LauncherSettings) -> None:
@@ -70,6 +75,7 @@ class SSHLauncher(ServerLauncher):
         self._info: dict[str, Any] = {}
         self._switch = False
         self._watch_error: LaunchFailure | None = None
+        self._watchdog: Any = None  # process mode: _ssh_watchdog.Watchdog while we own a server
 
     @property
     def ssh(self) -> SSHSettings:
@@ -162,8 +168,9 @@ class SSHLauncher(ServerLauncher):
                 healthy = check_health(url, health_paths=paths, api_key=server.api_key)
             if healthy:
                 self._launch, self._server, self._owned = launch, server, True
-                self._info = self._info or fetch_info(url, server.api_key, self._secrets)
+                self._info = self._info or fetch_info(url, server.api_key, self._secrets, server.info_paths)
                 self._write_trial_log(f"specsweep: reused {backend.describe()}\n")
+                self._guard()
                 return self._handle(url, reused=True, startup_s=0.0)
         self._preflight(launch, server, port_owned=running)
         grace = self.settings.stop_grace_s
@@ -172,6 +179,7 @@ class SSHLauncher(ServerLauncher):
         try:
             backend.start(launch, stop_grace_s=grace)
             self._owned = True
+            self._guard()
             url = self._wait(server, paths)
         except LaunchFailure as failure:
             raise self._failure(failure, launch) from None
@@ -179,7 +187,7 @@ class SSHLauncher(ServerLauncher):
             self._stop_quietly()
             raise
         startup_s = time.monotonic() - t0
-        self._info = fetch_info(url, server.api_key, self._secrets)
+        self._info = fetch_info(url, server.api_key, self._secrets, server.info_paths)
         self._startup_text = self._redact(self._safe_log(backend.start_mark))
         self._write_trial_log("")
         return self._handle(url, reused=False, startup_s=startup_s)
@@ -205,6 +213,7 @@ class SSHLauncher(ServerLauncher):
             if self._backend is None or not self._owned:
                 return False
             self._connect()
+            self._guard()  # after a reconnect: take the server over before the old lease ends
             return bool(self._backend.alive())
 
     def stop(self) -> None:
@@ -214,6 +223,7 @@ class SSHLauncher(ServerLauncher):
                 if self._owned and self._backend is not None:
                     self._connect()
                     self._backend.stop(self.settings.stop_grace_s)
+                    self._unguard()
                 self._owned = False
             except (LaunchFailure, OSError) as exc:
                 what = self._backend.describe() if self._backend is not None else "the server"
@@ -235,6 +245,7 @@ class SSHLauncher(ServerLauncher):
         try:
             if self._backend is not None:
                 self._backend.stop(self.settings.stop_grace_s)
+                self._unguard()
             self._owned = False
         except BaseException as exc:  # noqa: BLE001 - already failing; say what is left
             log.warning("could not stop the server on %s: %s", self.ssh.host, self._redact(str(exc)))

@@ -10,6 +10,9 @@ def main() -> None:
     from sweep.compose import cmdline
 
     secrets.install_log_masking()  # Hydra logs every job's overrides
+    from sweep.compose.group_defaults import implied
+
+    sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu ...
     plugins.register()
     cmdline.check(sys.argv[1:])
     from sweep.app import task

@@ -21,6 +21,7 @@ from sweep.errors import EXIT_CONFIG, ConfigError
 
 if TYPE_CHECKING:
     from launchers.doctor import Check
+    from sweep.compose.config import TrialConfig
 
 USAGE = """usage: python -m sweep.doctor [OVERRIDE ...]
 
@@ -28,6 +29,22 @@ Run the pre-flight checks for the composed config without starting anything,
 e.g.  python -m sweep.doctor launcher=ssh launcher.host=gpu-box hardware=b300
 """
 STYLE = {"ok": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}
+
+
+def _engine_rows(trial: "TrialConfig") -> list["Check"]:
+    """A server built by ``python -m sweep.engines``: is its cache entry complete (on this machine)?"""
+    from launchers.doctor import Check
+    from sweep._engine_build import complete
+
+    install = trial.server.install
+    if not install or trial.launcher.name == "ssh":
+        return []
+    exe = complete(install)
+    if exe is None:
+        return [Check("engine", "fail", f"{trial.server.name} {install.get('version')} is not built for this "
+                      f"CPU ({install.get('cpu_target')}) in {install.get('dir')}: run "
+                      f"python -m sweep.engines {trial.server.name}")]
+    return [Check("engine", "ok", f"{trial.server.name} {install.get('version')} built: {exe}")]
 
 
 def print_table(where: str, rows: Sequence[Check]) -> None:
@@ -62,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     launch = render(trial)
     where, rows = diagnose(trial.launcher, launch, trial.server)
+    rows = _engine_rows(trial) + rows
     print_table(where, rows)
     failed = [r for r in rows if r.status == "fail"]
     if failed:

@@ -99,6 +99,8 @@ class Endpoint(Protocol):
     def api_key(self) -> str | None: ...
     @property
     def base_url(self) -> str: ...
+    @property
+    def info_paths(self) -> tuple[str, ...]: ...  # what the server says about itself (first that answers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,8 @@ class SSHSettings:
     port_forward: bool
     preflight: bool
     min_free_gb: float
+    # process mode: how long the watchdog on the box waits for a controller to reconnect
+    remote_lease_s: float = 15.0
 
     @property
     def unit_name(self) -> str:
@@ -154,3 +158,6 @@ class LauncherSettings:
     log_tail_lines: int
     state_dir: str | None = None  # launcher=local: where kept servers are recorded
     ssh: SSHSettings | None = None  # launcher=ssh
+    # If the controller dies: SIGTERM, SIGINT at half, SIGKILL at this (launchers._reaper;
+    # ssh process mode: the watchdog on the box, launchers._ssh_watchdog)
+    reap_grace_s: float = 3.0

@@ -33,7 +33,11 @@ What the controller does while they run:
   which marks its trial interrupted (queued again), stops its server and
   exits 130. A second Ctrl-C forwards another SIGINT, a third kills. If the
   controller itself is killed, PR_SET_PDEATHSIG sends each worker SIGTERM,
-  which the app turns into the same interrupt.
+  which the app turns into the same interrupt; and since the workers carry
+  ``launchers.reap_with_me()`` (``SPECSWEEP_REAP_WITH=<controller>``), each
+  server's reaper (:mod:`launchers._reaper`) stops the server within
+  ``launcher.reap_grace_s`` whatever the worker's own stop takes. A SIGKILLed
+  worker's server goes the same way (its reaper sees the worker die).
 * **The end**: when every worker has left (each leaves once the study has
   ``n_trials`` counted trials and none is still RUNNING), the controller prints
   the usual report and, through the app's multirun callback, closes the MLflow
@@ -59,6 +63,7 @@ import optuna
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
+import launchers
 from sweep import secrets
 from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
 
@@ -150,7 +155,9 @@ class Pool:
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / (re.sub(r"[^\w.@-]+", "_", host.label) + ".log")
         token = uuid.uuid4().hex
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", TOKEN_ENV: token}
+        # The reapers of the worker's servers also watch this controller: if it is SIGKILLed,
+        # the servers go within launcher.reap_grace_s, however long the workers' own stop takes.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", TOKEN_ENV: token, **launchers.reap_with_me()}
         with open(log_path, "ab") as out:
             out.write(f"===== {time.strftime('%Y-%m-%d %H:%M:%S')} worker {host.label}: "
                       f"{secrets.mask_text(subprocess.list2cmdline(argv))}\n".encode())

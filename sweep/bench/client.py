@@ -91,8 +91,11 @@ class RequestResult:
     prompt_tokens: int | None = None       # from usage
     spec_verify_ct: int | None = None      # from meta_info
     meta_completion_tokens: int | None = None
+    # raw fields of the stream's non-content events (llama.cpp's timings, SGLang's meta_info)
+    extras: dict[str, Any] | None = None
     finish_reason: str | None = None
     text: str = ""
+    retries: int = 0                  # re-sent after a kept-alive connection closed unanswered
 
     @property
     def step_s(self) -> list[float]:
@@ -257,7 +260,18 @@ async def stream_request(conn: HttpConnection, payload: dict[str, Any] | bytes, 
     st = Stream(rec)
     try:
         async with asyncio.timeout(timeout_s):
-            await _run(conn, request, rec, st, started is None)
+            try:
+                await _run(conn, request, rec, st, started is None)
+            except TransportError as exc:
+                if not exc.unanswered or rec.retries:
+                    raise
+                # The server closed a kept-alive connection before any byte of an answer:
+                # the request never reached it (llama-server closes the connection after
+                # every streamed response although it advertises Keep-Alive, so reusing
+                # one races its close). Sent once more, on a new connection, and counted.
+                rec.retries += 1
+                st = Stream(rec)
+                await _run(conn, request, rec, st, started is None)
     except TimeoutError:
         rec.fail("timeout", f"no complete answer within {timeout_s:g} s")
     except TransportError as exc:
@@ -323,6 +337,7 @@ def _finish(rec: RequestResult, st: Stream, keep_text: bool) -> None:
     if keep_text or err:
         rec.text = "".join(st.parts)
     rec.finish_reason = st.finish
+    rec.extras = st.extras or None
     if st.meta:
         rec.spec_verify_ct = as_int(st.meta.get("spec_verify_ct"))
         rec.meta_completion_tokens = as_int(st.meta.get("completion_tokens"))

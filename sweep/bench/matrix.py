@@ -52,6 +52,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
+from sweep.bench.acceptance import accept_len_of, spec_sums
 from sweep.bench.client import (RequestResult, build_payload, encode_json, make_admin_client, make_clients,
                                 path_for, stream_request)
 from sweep.bench.sizing import PromptMaker
@@ -153,9 +154,7 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
     decoding = [r for r in ok if r.completion_tokens and r.e2e_s is not None and r.ttft_s is not None]
     decode_s = sum(r.e2e_s - r.ttft_s for r in decoding)  # type: ignore[operator,misc]
     decode_tokens = sum(r.completion_tokens or 0 for r in decoding)
-    spec = [r for r in ok if r.spec_verify_ct]
-    spec_tokens = sum((r.meta_completion_tokens or r.completion_tokens or 0) for r in spec)
-    spec_verify = sum(r.spec_verify_ct or 0 for r in spec)
+    spec_tokens, spec_verify = spec_sums(ok)
     prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     return CellResult(
         context=context, concurrency=concurrency, requests=len(results),
@@ -168,7 +167,7 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
         step_ms_p50=_ms(step, 50), step_ms_p90=_ms(step, 90), step_ms_p99=_ms(step, 99),
         tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
         e2e_ms_p50=_ms(e2e, 50), e2e_ms_p90=_ms(e2e, 90), e2e_ms_p99=_ms(e2e, 99),
-        accept_len=round(spec_tokens / spec_verify, 4) if spec_verify else None,
+        accept_len=accept_len_of(spec_tokens, spec_verify),
         completion_tokens=tokens,
         prompt_tokens_mean=round(sum(prompt) / len(prompt), 2) if prompt else None,
         duration_s=round(duration_s, 6), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,

@@ -55,13 +55,16 @@ def as_int(value: Any) -> int | None:
 class Stream:
     """Incremental state of one SSE stream (kept out of the hot loop's locals)."""
 
-    __slots__ = ("rec", "parts", "usage", "meta", "done", "finish", "buf", "err", "seen")
+    __slots__ = ("rec", "parts", "usage", "meta", "extras", "done", "finish", "buf", "err", "seen")
 
     def __init__(self, rec: "RequestResult") -> None:
         self.rec = rec
         self.parts: list[str] = []
         self.usage: dict[str, Any] | None = None
         self.meta: dict[str, Any] | None = None
+        # raw fields of the non-content events (timings, meta_info, sglext...), for
+        # the acceptance readers declared in server YAML (sweep.bench.acceptance)
+        self.extras: dict[str, Any] = {}
         self.done = False
         self.finish: str | None = None
         self.buf = b""
@@ -101,6 +104,7 @@ class Stream:
         usage = ev.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+        keep_extras(self.extras, ev)
         meta = meta_of(ev)
         if meta is not None:  # merged: later events may carry only part of the counters
             self.meta = {**self.meta, **meta} if self.meta else meta
@@ -139,11 +143,12 @@ class Stream:
                 usage = ev.get("usage")
                 if usage:  # running usage rides on every chunk: kept here, not in the rare path
                     self.usage = usage
-                if "error" in ev or "meta_info" in ev or "sglext" in ev or "object" not in ev:
+                choices = ev.get("choices")
+                if ((usage and not choices) or "error" in ev or "meta_info" in ev or "sglext" in ev
+                        or "timings" in ev or "object" not in ev):
                     err = self._rare(ev)
                     if err:
                         break
-                choices = ev.get("choices")
                 if choices:
                     ch = choices[0]
                     delta = ch.get("delta")
@@ -173,6 +178,16 @@ class Stream:
             if rec.ttft_s is None:
                 rec.ttft_s = times[0] - rec.started
         return (b"" if err or self.done else rest), err
+
+
+def keep_extras(extras: dict[str, Any], ev: dict[str, Any]) -> None:
+    """Merge an event's fields other than ``choices`` into ``extras`` (mappings one level deep:
+    a later event may carry only part of a server's counters)."""
+    for k, v in ev.items():
+        if k == "choices":
+            continue
+        old = extras.get(k)
+        extras[k] = {**old, **v} if isinstance(old, dict) and isinstance(v, dict) else v
 
 
 def event_data(block: bytes) -> bytes | None:

@@ -34,11 +34,17 @@ _SSL: ssl.SSLContext | None = None
 
 
 class TransportError(Exception):
-    """A request that did not complete; ``kind`` is the client's error kind."""
+    """A request that did not complete; ``kind`` is the client's error kind.
 
-    def __init__(self, kind: str, detail: str) -> None:
+    ``unanswered``: the connection closed before any byte of a response
+    (on a reused keep-alive connection: the server closed it as the request
+    went out, so the request never reached it and may be sent again).
+    """
+
+    def __init__(self, kind: str, detail: str, *, unanswered: bool = False) -> None:
         super().__init__(detail)
         self.kind = kind
+        self.unanswered = unanswered
 
 
 def _ssl_context() -> ssl.SSLContext:
@@ -70,6 +76,9 @@ class _Protocol(asyncio.Protocol):
         self.closed = True
         if self._state == "close":
             self._finish(keep=False)
+        elif self._state == "head" and not self._buf:
+            self._fail(TransportError("disconnect", "connection closed before any byte of a response",
+                                      unanswered=True))
         elif self._state != "idle":
             self._fail(TransportError("disconnect", "connection closed before the response ended"))
 

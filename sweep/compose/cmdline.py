@@ -49,10 +49,12 @@ def compose(overrides: Sequence[str]) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from sweep.compose.group_defaults import implied
+
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return hydra_compose(config_name=CONFIG_NAME, overrides=list(overrides))
+            return hydra_compose(config_name=CONFIG_NAME, overrides=implied(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         raise _option_error(exc, overrides) from None
     finally:

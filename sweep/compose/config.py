@@ -22,12 +22,16 @@ from sweep.compose.checks import (  # value checks, one ConfigError each
     str_tuple as _str_tuple,
 )
 from sweep.compose import bench_checks as _bench_checks
+from sweep.compose.acceptance_checks import checked_declaration
 from sweep.compose.hosts import PoolHost, pool_hosts
 from sweep.compose.settings import Mlflow, Objective, Results, launcher_settings, mlflow, objective, results
+from sweep.compose.synthetic import check_synthetic
 from sweep.errors import ConfigError
 from sweep.launch import LauncherSettings
 
 CODING_EVALS = ("five", "humaneval", "off")
+# Figures of hardware.perf the simulator's performance model cannot do without.
+SIM_PERF_KEYS = ("mem_bw_tbs", "link_bw_gbs", "link_latency_us")
 SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # workload.sandbox.mechanism, docs/sandbox.md
 
 
@@ -93,6 +97,12 @@ class Server:
     endpoint: str = "completions"                  # matrix endpoint: completions | chat
     tokenize: Mapping[str, Any] | None = None      # the server's tokenize route (None: probe usage)
     continuous_usage: bool = False                 # running usage per chunk (tokens per chunk)
+    # where the server reports speculative acceptance (sweep/bench/acceptance.py)
+    acceptance: Mapping[str, Any] = field(default_factory=dict)
+    # server info endpoints the launcher records (SGLang: /get_server_info, llama.cpp: /props)
+    info_paths: tuple[str, ...] = ("/get_server_info", "/server_info")
+    # how `python -m sweep.engines` installs the server (None: installed by the user)
+    install: Mapping[str, Any] | None = None
 
     @property
     def base_url(self) -> str:
@@ -156,17 +166,18 @@ class TrialConfig:
 
 def _hardware(node: Mapping[str, Any]) -> Hardware:
     p = "hardware"
-    num = _int(node, p, "num_gpus", lo=1)
-    tp = _int(node, p, "tp", lo=1, hi=num, what="GPUs in the box")
-    ep = _int(node, p, "ep", lo=1, hi=num, what="GPUs in the box")
-    dp = _int(node, p, "dp", lo=1, hi=num, what="GPUs in the box")
+    num = _int(node, p, "num_gpus", lo=0)  # 0: a CPU box (llama.cpp)
+    assert num is not None
+    tp = _int(node, p, "tp", lo=1, hi=max(num, 1), what="GPUs in the box")
+    ep = _int(node, p, "ep", lo=1, hi=max(num, 1), what="GPUs in the box")
+    dp = _int(node, p, "dp", lo=1, hi=max(num, 1), what="GPUs in the box")
     assert num is not None and tp is not None and ep is not None and dp is not None
     if tp % ep != 0:
         raise ConfigError(f"{p}.ep", f"must divide hardware.tp={tp} (allowed: "
                           f"{', '.join(str(d) for d in range(1, tp + 1) if tp % d == 0)}), got {ep}")
     perf = node.get("perf") or {}
-    for key in ("mem_bw_tbs", "link_bw_gbs", "link_latency_us"):
-        _float(perf, f"{p}.perf", key, lo=0)
+    for key in SIM_PERF_KEYS:  # required by server=sim only (_check_server_needs)
+        _float(perf, f"{p}.perf", key, lo=0, optional=True)
     cost = _float(node, p, "cost_per_hour", lo=0, optional=True)
     return Hardware(
         name=str(_get(node, p, "name")), gpu=str(node.get("gpu", "")), num_gpus=num,
@@ -188,6 +199,7 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     if window is not None and block is not None and window < block:
         raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
     num_steps = _int(node, p, "num_steps", lo=1, optional=True)
+    check_synthetic(node, p, budget)
     render = node.get("render") or {}
     if not isinstance(render, Mapping):
         raise ConfigError(f"{p}.render", "must be a mapping of server flavor -> {args, env}")
@@ -241,6 +253,9 @@ def _server(node: Mapping[str, Any]) -> Server:
         request_extras=dict(node.get("request_extras") or {}),
         endpoint=_bench_checks.endpoint(node), tokenize=_bench_checks.tokenize(node),
         continuous_usage=_bool(node, p, "continuous_usage"),
+        acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
+        info_paths=_str_tuple(node.get("info_paths"), f"{p}.info_paths") or ("/get_server_info", "/server_info"),
+        install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
 
 
@@ -290,12 +305,16 @@ def _sandbox_mechanism(node: Any, key: str) -> str:
     return str(value)
 
 
-def _check_server_needs(server: Server, spec: Spec, model: Model) -> None:
+def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hardware) -> None:
     if server.flavor not in spec.render:
         allowed = "none" if not spec.render else ", ".join(sorted(spec.render))
         raise ConfigError("spec", f"spec={spec.algorithm} has no rendering for server={server.name} "
                           f"(flavor {server.flavor}); spec.render has: {allowed}")
     if server.simulated:
+        for key in SIM_PERF_KEYS:
+            if hardware.perf.get(key) is None:
+                raise ConfigError(f"hardware.perf.{key}", f"is required for server={server.name} (the "
+                                  f"simulator models it); hardware={hardware.name} leaves it unknown")
         return
     if not model.path:
         raise ConfigError("model.path", f"is required for server={server.name} "
@@ -317,7 +336,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
     workload = _workload(cfg["workload"], model.context_length, server.endpoint)
-    _check_server_needs(server, spec, model)
+    _check_server_needs(server, spec, model, hardware)
     for group in ("objective", "mlflow"):
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")

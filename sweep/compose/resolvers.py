@@ -3,21 +3,49 @@
 ``${sweep.python:}`` is the running interpreter, so ``server=sim`` starts
 the simulator with the same environment as the controller; ``${sweep.gt:a,b}``
 lets YAML turn a number into a boolean flag (e.g. vLLM's
---enable-expert-parallel when hardware.ep > 1).
+--enable-expert-parallel when hardware.ep > 1); ``${sweep.csv:list}`` joins a
+list into one comma-separated argument (llama.cpp's ``P0,P1,...`` values), null
+stays null so the flag is dropped. ``${sweep.engines_dir:}`` and
+``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
+(:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
+model group its weights without a path spelled in Python.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import ListConfig, OmegaConf
 
 
 def register() -> None:
+    from sweep.compose import engine_paths as _engine_paths
+
     if not OmegaConf.has_resolver("sweep.python"):
         OmegaConf.register_new_resolver("sweep.python", lambda: sys.executable)
     if not OmegaConf.has_resolver("sweep.gt"):
         OmegaConf.register_new_resolver("sweep.gt", lambda a, b: float(a) > float(b))
+    if not OmegaConf.has_resolver("sweep.csv"):
+        OmegaConf.register_new_resolver("sweep.csv", _csv)
+    if not OmegaConf.has_resolver("sweep.engines_dir"):
+        OmegaConf.register_new_resolver("sweep.engines_dir", lambda: str(_engine_paths.engines_dir()))
+    if not OmegaConf.has_resolver("sweep.cpu_target"):
+        OmegaConf.register_new_resolver("sweep.cpu_target", _engine_paths.cpu_target)
+
+
+def _csv(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple, ListConfig)):
+        return ",".join(_scalar(v) for v in value)
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 register()

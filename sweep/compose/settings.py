@@ -140,11 +140,20 @@ def launcher_settings(node: Mapping[str, Any]) -> LauncherSettings:
         poll_interval_s=_seconds(node, "poll_interval_s"), poll_max_s=_seconds(node, "poll_max_s"),
         stop_grace_s=_seconds(node, "stop_grace_s"), keep_server=bool_(node, p, "keep_server"),
         log_tail_lines=int(int_(node, p, "log_tail_lines", lo=1) or 0),
-        state_dir=None if state_dir in (None, "") else str(state_dir), ssh=ssh)
+        state_dir=None if state_dir in (None, "") else str(state_dir), ssh=ssh,
+        reap_grace_s=_optional_seconds(node, "reap_grace_s", 3.0, hi=60.0))
 
 
 def _seconds(node: Mapping[str, Any], key: str) -> float:
     return float(float_(node, "launcher", key, lo=0) or 0.0)
+
+
+def _optional_seconds(node: Mapping[str, Any], key: str, default: float, *, hi: float) -> float:
+    """A bounded duration with a default (the no-orphan bound depends on it)."""
+    value = float_(node, "launcher", key, lo=0, optional=True)
+    if value is not None and value > hi:
+        raise ConfigError(f"launcher.{key}", f"must be <= {hi:g} (seconds), got {value:g}")
+    return default if value is None else value
 
 
 def _ssh(node: Mapping[str, Any]) -> SSHSettings:
@@ -176,4 +185,5 @@ def _ssh(node: Mapping[str, Any]) -> SSHSettings:
         dropin=bool_(node, p, "dropin"), sudo=bool_(node, p, "sudo"),
         workdir=str(get(node, p, "workdir")), port_forward=bool_(node, p, "port_forward"),
         preflight=bool_(node, p, "preflight"),
-        min_free_gb=float(float_(node, p, "min_free_gb", lo=0) or 0.0))
+        min_free_gb=float(float_(node, p, "min_free_gb", lo=0) or 0.0),
+        remote_lease_s=_optional_seconds(node, "remote_lease_s", 15.0, hi=3600.0))

@@ -129,6 +129,19 @@ class AcceptLen(Record):
 
 
 @dataclass(kw_only=True)
+class Acceptance(Record):
+    """The counters behind accept_len, per place the server reports them (``server.acceptance``)."""
+
+    requests: dict[str, Any] | None = field(default=None, metadata={
+        "doc": "sums over the measured requests: tokens, verify_steps, drafted, accepted, accept_len, accept_rate"})
+    log: dict[str, Any] | None = field(default=None, metadata={"doc": "the declared log fields, and samples"})
+    metrics: dict[str, Any] | None = field(default=None, metadata={
+        "doc": "/metrics over the trial window: counters as differences, gauges at its end, per_position"})
+    synthetic: dict[str, Any] | None = field(default=None, metadata={
+        "doc": "synthetic acceptance as the server resolved it at startup (rates, mean_len, n_max)"})
+
+
+@dataclass(kw_only=True)
 class Metrics(Record):
     """Headline figures (sweep.score.metrics): what MLflow, the report and the sweeper compare."""
 
@@ -181,6 +194,9 @@ class TrialResult(Record):
     cells: list[Cell] = field(default_factory=list)
     coding: Coding | None = None
     accept_len: AcceptLen = field(default_factory=AcceptLen)
+    acceptance: Acceptance | None = None
+    requests_retried: int | None = field(default=None, metadata={
+        "doc": "requests sent twice because the server closed a kept-alive connection unanswered"})
     metrics: Metrics = field(default_factory=Metrics)
     speedup_vs_baseline: float | None = None
     baseline: Baseline | None = None

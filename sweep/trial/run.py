@@ -70,32 +70,68 @@ def _fail(doc: TrialResult, reason: str, message: str, log_tail: str = "") -> No
 
 
 def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, path: Path) -> None:
-    """Coding eval, then the matrix, then server-side stats for this window."""
-    from sweep.bench import serverstats
+    """Coding eval, then the matrix, then acceptance as the server reports it for this window.
+
+    Where the server reports acceptance (response fields, /metrics names, log
+    lines) is its group's ``server.acceptance`` (:mod:`sweep.bench.acceptance`).
+    """
+    from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix, server_options
-    from sweep.record.result import Cell, Coding
+    from sweep.bench.serverstats import metrics_delta
+    from sweep.record.result import Acceptance, Cell, Coding
 
+    readers = acceptance.Readers.of(cfg.server.acceptance)
     mark = launcher.log_mark()
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
+    before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
     if wl.coding != "off":
         doc.coding = Coding.from_dict(run_coding_eval(base_url, wl, model_name, api_key=key,
                                                       request_extras=cfg.server.request_extras).to_dict())
         doc.write(path)
     cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg))
+    from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
+    # requests sent twice because the server closed a kept-alive connection unanswered
+    doc.requests_retried = sum(r.retries for c in cells for r in c.results)
     doc.accept_len.requests = score.trial_accept_len(doc.cells)
-    from_log = serverstats.accept_from_log(launcher.log_since(mark))
+    from_log = readers.log.read(launcher.log_since(mark))
     doc.accept_len.log = from_log.get("accept_len") if from_log else None
     doc.accept_len.log_samples = from_log.get("samples") if from_log else 0
     doc.accept_len.absent = frozenset()
-    if cfg.server.enable_metrics:
-        gauges = serverstats.fetch_metrics(base_url, api_key=key)
-        doc.accept_len.metrics = gauges.get("sglang:spec_accept_length")
+    doc.acceptance = Acceptance(requests=from_requests.to_dict() if from_requests else None,
+                                log=from_log, synthetic=_synthetic(readers, handle))
+    if before is not None:
+        after = _metrics(cfg, readers, base_url) or {}
+        window = readers.metrics.read(metrics_delta(before, after))
+        window["per_position"] = readers.metrics.positions(before, after, window.get("drafts"))
+        doc.acceptance.metrics = window
+        doc.accept_len.metrics = window.get("accept_len")
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+
+
+def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
+    """Synthetic acceptance as the server resolved it at startup (its log says so once)."""
+    if readers.log.synthetic is None or not handle.log_path:
+        return None
+    try:
+        text = Path(handle.log_path).read_text(errors="replace")
+    except OSError:  # a remote log (launcher=ssh): not read here
+        return None
+    return readers.log.synthetic_rates(text)
+
+
+def _metrics(cfg: TrialConfig, readers: Any, base_url: str) -> dict[str, float] | None:
+    """The server's /metrics now (None when the server group disables them)."""
+    if not cfg.server.enable_metrics:
+        return None
+    from sweep.bench.serverstats import fetch_metrics
+
+    return fetch_metrics(base_url, api_key=cfg.server.api_key, prefixes=readers.metrics.prefixes,
+                         split=readers.metrics.split)
 
 
 def _tail(text: str, n: int) -> str:

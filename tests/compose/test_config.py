@@ -64,7 +64,7 @@ def test_unknown_option_lists_allowed() -> None:
     with pytest.raises(ConfigError) as info:
         build("spec=fast")
     assert info.value.key == "spec"
-    assert "allowed: ddtree, dflash, eagle3, none" in info.value.message
+    assert "allowed: ddtree, dflash, eagle3, llamacpp_draft, llamacpp_ngram, llamacpp_synth, none" in info.value.message
 
 
 def test_unknown_key_is_named() -> None:

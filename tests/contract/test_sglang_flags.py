@@ -44,8 +44,18 @@ pytestmark = pytest.mark.contract
 
 FORK_ONLY_FILE = Path(__file__).with_name("fork_only.yaml")
 SIM_PREFIX = "--sim-"
-HARDWARE = sorted(p.stem for p in (ROOT / "conf" / "hardware").glob("*.yaml"))
-SPECS = sorted(p.stem for p in (ROOT / "conf" / "spec").glob("*.yaml"))
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+# GPU boxes and the specs that have an SGLang form (hardware=cpu and spec=llamacpp_*
+# are llama.cpp's: tests/contract/test_llamacpp_flags.py).
+HARDWARE = sorted(p.stem for p in (ROOT / "conf" / "hardware").glob("*.yaml")
+                  if _yaml(p).get("num_gpus", 1) > 0)
+SPECS = sorted(p.stem for p in (ROOT / "conf" / "spec").glob("*.yaml")
+               if "sglang" in (_yaml(p).get("render") or {}))
 # model.draft_paths.eagle3 is null in conf/model (no public EAGLE-3 head for
 # the model); a real server launch needs a path, so give one.
 DRAFT_OVERRIDES = ["model.draft_paths.eagle3=/models/eagle3"]

@@ -237,7 +237,7 @@ time.sleep(60)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill-pdeathsig", "sigterm"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill-reaper", "sigterm"])
 def test_controller_death_leaves_no_server(tmp_path: Path, sig: signal.Signals) -> None:
     import subprocess
 
@@ -251,12 +251,16 @@ def test_controller_death_leaves_no_server(tmp_path: Path, sig: signal.Signals) 
         assert not pid_gone(server_pid)
         ctl.send_signal(sig)
         ctl.wait(timeout=10)
-        # SIGKILL: the kernel's PR_SET_PDEATHSIG terminates the server (its own children
-        # are not covered by it); SIGTERM: KeyboardInterrupt -> atexit stop_all -> whole group.
-        assert wait_until(lambda: pid_gone(server_pid), timeout=5)
+        # SIGKILL: the server's reaper stops the whole group (PR_SET_PDEATHSIG alone reaches
+        # the leader only); SIGTERM: KeyboardInterrupt -> atexit stop_all -> whole group.
+        assert wait_until(lambda: pid_gone(server_pid) and not group_alive(server_pid), timeout=10)
+        _assert_group_gone(server_pid)
+        log = (tmp_path / "server.log").read_text()
         if sig == signal.SIGTERM:
-            _assert_group_gone(server_pid)
-            assert "stopped (exit code" in (tmp_path / "server.log").read_text()
+            assert "stopped (exit code" in log
+        else:
+            assert wait_until(lambda: "reaper: its controller died" in
+                              (tmp_path / "server.log").read_text(), timeout=10)
     finally:
         if ctl.poll() is None:
             ctl.kill()

