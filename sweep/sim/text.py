@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sweep.sim.tokens import pieces
+from sweep.sim import tokens
 
 EOS_TOKEN_ID = 163586  # Kimi K2's <|im_end|>: what matched_stop reports on a natural stop
 
@@ -122,9 +122,13 @@ def _hash(*parts: Any) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-@lru_cache(maxsize=8)
 def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
-    """A long deterministic stream of prose pieces (built once per seed)."""
+    """A long deterministic stream of prose pieces (built once per seed and tokenizer)."""
+    return _filler_pool(seed, size, tokens.active().name)
+
+
+@lru_cache(maxsize=8)
+def _filler_pool(seed: int, size: int, _tokenizer: str) -> tuple[str, ...]:
     rng = random.Random(seed)
     parts: list[str] = []
     chars = 0
@@ -135,7 +139,7 @@ def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
         parts.append(text)
         chars += len(text)
     # Tokenised as one text, so any run of pieces re-tokenises to the same pieces.
-    return tuple(pieces("".join(parts))[:size])
+    return tuple(tokens.pieces("".join(parts))[:size])
 
 
 def filler(seed: int, key: int, n: int) -> list[str]:
@@ -203,7 +207,7 @@ def answer(prompt: str, *, max_tokens: int, ignore_eos: bool, seed: int,
     code = code_answer(prompt, wrong=wrong)
     if code is None:
         return Answer(filler(seed, key, max_tokens), "length")
-    out = pieces(code)
+    out = tokens.pieces(code)
     if len(out) >= max_tokens:
         return Answer(out[:max_tokens], "length")
     if ignore_eos:  # the model keeps going past its end-of-turn token
