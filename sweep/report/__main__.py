@@ -61,11 +61,12 @@ def _from_dir(args: argparse.Namespace) -> tuple[list, list[str], str]:
         keep.append(i)
     title = str(args.dir)
     if args.sweep_id:
-        title = _sweep_title(args.sweep_id, [Path(sources[i]) for i in keep]) or f"{args.dir}, sweep {args.sweep_id}"
+        title = _sweep_title([Path(sources[i]) for i in keep]) or f"{args.dir}, sweep {args.sweep_id}"
     return [docs[i] for i in keep], [sources[i] for i in keep], title
 
 
-def _sweep_title(sweep_id: str, paths: list[Path]) -> str | None:
+def _sweep_title(paths: list[Path]) -> str | None:
+    """The sweep's name as its parent run has it (one --sweep-id selects one sweep)."""
     from sweep.record.parent import read_parent_file
 
     for p in paths:
