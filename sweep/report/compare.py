@@ -139,7 +139,7 @@ class Group:
 
         matrix = (f"ctx {listed('contexts')} x conc {listed('concurrency')}, "
                   f"{wl.get('max_tokens')} new tokens")
-        return f"{'/'.join(names)} ({matrix})"
+        return f"{'/'.join(names)} ({', '.join([matrix, *_load_label(wl)])})"
 
     @property
     def simulated(self) -> bool:
@@ -149,6 +149,22 @@ class Group:
     def label(self) -> str:
         return (f"{self.hardware_label} · {self.model_label} · workload {self.workload_label} · "
                 f"objective {self.objective_name}" + (" · simulated" if self.simulated else ""))
+
+
+def _load_label(wl: dict[str, Any]) -> list[str]:
+    """How the load differs from closed-loop greedy text prompts (part of the group key),
+    so two groups that differ only there are told apart."""
+    parts = []
+    if wl.get("request_rate") is not None:
+        parts.append(f"Poisson {wl['request_rate']} req/s")
+    if wl.get("prompt_source", "text") != "text":
+        source = wl.get("prompt_source")
+        parts.append(f"prompts {source}" + (f" {wl['dataset_path']}" if wl.get("dataset_path") else ""))
+    if wl.get("temperature") not in (None, 0, 0.0):
+        parts.append(f"temperature {wl['temperature']}")
+    if wl.get("ignore_eos", True) is False:
+        parts.append("stops at EOS")
+    return parts
 
 
 def _row(doc: TrialResult, source: str) -> Row:

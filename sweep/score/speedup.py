@@ -1,9 +1,11 @@
 """The speedup over the autoregressive baseline: the baseline rule and the ratio, once.
 
 A baseline is an ``ok`` result with ``spec.algorithm == none`` on the same
-box and layout, the same model and the same workload matrix (so the headline
-tok/s, at the lowest measured concurrency, compares like with like) and the
-same simulated-ness (a
+box and layout, the same model, the same workload matrix (so the headline
+tok/s, at the lowest measured concurrency, compares like with like), the same
+load and prompts (arrival rate, prompt source and dataset, temperature,
+ignore_eos: a Poisson-loaded or sampled trial is no peer of a closed-loop
+greedy one, whatever its workload's name) and the same simulated-ness (a
 simulated baseline never vouches for a real box, nor the reverse). The trial
 looks one up among earlier result files (:func:`find`, the newest match);
 the comparison table pairs rows it already has (:func:`best_baseline`). Both
@@ -21,6 +23,9 @@ from sweep.score.metrics import headline
 
 _HW_KEYS = ("name", "tp", "ep", "dp")
 _WL_KEYS = ("contexts", "concurrency", "max_tokens")
+# how the load is made, with the value a result file written before the key existed meant
+_LOAD_KEYS = {"request_rate": None, "prompt_source": "text", "dataset_path": None,
+              "temperature": 0.0, "ignore_eos": True}
 T = TypeVar("T")
 
 
@@ -34,12 +39,13 @@ def _hashable(value: Any) -> Any:
 
 
 def baseline_key(config: Mapping[str, Any], simulated: bool) -> tuple[Any, ...]:
-    """What must match between a trial and its baseline (box, layout, model, matrix, simulated)."""
+    """What must match between a trial and its baseline (box, layout, model, matrix, load, simulated)."""
     hw, wl, model = (_section(config, k) for k in ("hardware", "workload", "model"))
     return (
         tuple(hw.get(k) for k in _HW_KEYS),
         model.get("name"),
         tuple(_hashable(wl.get(k)) for k in _WL_KEYS),
+        tuple(_hashable(wl.get(k, default)) for k, default in _LOAD_KEYS.items()),
         bool(simulated),
     )
 

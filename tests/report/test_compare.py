@@ -75,6 +75,31 @@ def test_groups_never_cross_box_or_workload_and_speedups_use_the_groups_baseline
     assert all(r.rank is None for r in seed if r.status != "ok")
 
 
+def test_a_trial_loaded_another_way_is_no_peer_of_the_closed_loop_ones(root: Path) -> None:
+    """Same matrix, another load (Poisson arrivals) or temperature: its own group, no speedup
+    against the closed-loop greedy baseline; a file without those keys reads as the defaults."""
+    seed = root / "multirun" / "2026-12-01" / "01-43-41"
+    base = json.loads((seed / "0" / "result.json").read_text())
+    for job, change in ((20, {"request_rate": 4.0}), (21, {"temperature": 0.7}), (22, {})):
+        doc = json.loads((seed / "2" / "result.json").read_text())  # b300 ddtree b4 t4, seed
+        doc["config"]["workload"].update(change)
+        if not change:  # written before the load keys existed
+            for key in ("request_rate", "prompt_source", "dataset_path", "temperature", "ignore_eos"):
+                doc["config"]["workload"].pop(key, None)
+        doc["trial"]["name"] = f"job{job}"
+        (seed / str(job)).mkdir()
+        (seed / str(job) / "result.json").write_text(json.dumps(doc))
+    rows = {r.name: (label, r) for label, group in _groups(root).items() for r in group}
+    assert len({label for label, _ in rows.values()}) == 5
+    seed_label = rows["b300-none-seed"][0]
+    for name in ("job20", "job21"):
+        label, row = rows[name]
+        assert label != seed_label and row.rank == 1 and row.baseline_name is None
+    label, row = rows["job22"]
+    assert label == seed_label and row.baseline_name == "b300-none-seed"
+    assert row.speedup == pytest.approx(row.head.tok_s / base["metrics"]["tok_s_lowc"])
+
+
 def test_headline_says_what_it_measured_and_old_files_read_right(root: Path) -> None:
     smoke = sorted((root / "multirun" / "2026-12-01" / "02-10-00").rglob("result.json"))[0]
     new = TrialResult.load(smoke)
