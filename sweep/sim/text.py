@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from sweep.sim.tokens import pieces
+from sweep.sim import tokens
 
 EOS_TOKEN_ID = 163586  # Kimi K2's <|im_end|>: what matched_stop reports on a natural stop
 
@@ -154,9 +154,13 @@ def _hash(*parts: Any) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-@lru_cache(maxsize=8)
 def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
-    """A long deterministic stream of prose pieces (built once per seed)."""
+    """A long deterministic stream of prose pieces (built once per seed and tokenizer)."""
+    return _filler_pool(seed, size, tokens.active().name)
+
+
+@lru_cache(maxsize=8)
+def _filler_pool(seed: int, size: int, _tokenizer: str) -> tuple[str, ...]:
     rng = random.Random(seed)
     parts: list[str] = []
     chars = 0
@@ -167,7 +171,7 @@ def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
         parts.append(text)
         chars += len(text)
     # Tokenised as one text, so any run of pieces re-tokenises to the same pieces.
-    return tuple(pieces("".join(parts))[:size])
+    return tuple(tokens.pieces("".join(parts))[:size])
 
 
 def filler(seed: int, key: int, n: int) -> list[str]:
@@ -232,24 +236,27 @@ def code_answer(prompt: str, *, wrong: bool = False) -> str | None:
     return None
 
 
-def explained(code: str, tokens: int, seed: int, key: int) -> list[str]:
-    """``code`` then explanation prose, ``tokens`` pieces in all (never less than the code).
+def explained(code: str, length: int, seed: int, key: int) -> list[str]:
+    """``code`` then explanation prose, ``length`` pieces in all (never less than the code).
 
     Tokenised as one text, so the streamed answer re-tokenises to its count.
     It ends a sentence where it stops: a word the count would cut is
-    replaced by short ones of as many pieces, then a full stop.
+    replaced by short ones of as many pieces, then a full stop (unless the
+    active tokenizer would count that ending differently).
     """
-    head = pieces(code)
-    if tokens <= len(head):
+    head = tokens.pieces(code)
+    if length <= len(head):
         return head
-    prose = "".join(filler(seed, key, tokens - len(head) + 8)).lstrip()
-    full = pieces(f"{code}\n\n{prose}")
-    k = tokens - 1  # the last piece is the full stop
+    prose = "".join(filler(seed, key, length - len(head) + 8)).lstrip()
+    full = tokens.pieces(f"{code}\n\n{prose}")
+    if len(full) <= length:
+        return full
+    k = length - 1  # the last piece is the full stop
     while k > len(head) and full[k][:1].isalnum() and full[k - 1][-1:].isalnum():
         k -= 1      # back to the start of the word the full stop would cut
-    extra = tokens - 1 - k
-    tail = _TAILS[extra] if extra < len(_TAILS) else (" so",) * extra
-    return [*full[:k], *tail, "."]
+    extra = length - 1 - k
+    out = [*full[:k], *(_TAILS[extra] if extra < len(_TAILS) else (" so",) * extra), "."]
+    return out if tokens.pieces("".join(out)) == out else full[:length]
 
 
 def answer(prompt: str, *, max_tokens: int, ignore_eos: bool, seed: int,
@@ -261,7 +268,7 @@ def answer(prompt: str, *, max_tokens: int, ignore_eos: bool, seed: int,
     if code is None:
         return Answer(filler(seed, key, max_tokens), "length")
     name = five_problem(prompt)
-    out = explained(code, answer_lengths()[name].tokens, seed, key) if name else pieces(code)
+    out = explained(code, answer_lengths()[name].tokens, seed, key) if name else tokens.pieces(code)
     if len(out) >= max_tokens:
         return Answer(out[:max_tokens], "length")
     if ignore_eos:  # the model keeps going past its end-of-turn token
