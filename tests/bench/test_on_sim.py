@@ -101,7 +101,8 @@ def test_wrong_answers_fail_the_eval(sim_server):
 
 
 def test_humaneval_subset_on_the_sim(sim_server):
-    tc = trial("workload.coding=humaneval", "workload.humaneval_limit=3")
+    # smoke's coding_max_tokens fits the five's code blocks, not HumanEval/1's (~350 tokens)
+    tc = trial("workload.coding=humaneval", "workload.humaneval_limit=3", "workload.coding_max_tokens=512")
     sim = sim_server("workload=smoke", FAST)
     res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     assert res.total == 8
