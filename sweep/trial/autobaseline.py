@@ -17,8 +17,13 @@ from sweep.trial.context import TrialContext
 
 
 def search_roots(cfg: TrialConfig, ctx: TrialContext) -> list[Path]:
-    """Where earlier results (baselines) are looked up: results.search_dirs + this job."""
+    """Where earlier results (baselines) are looked up: results.search_dirs, this sweep's dir
+    (a grid's own spec=none job vouches for its later jobs even when hydra.sweep.dir is outside
+    search_dirs, as the sweep's report pairs them) and this job."""
     roots = [Path(r) if Path(r).is_absolute() else ctx.original_cwd / r for r in cfg.results.search_dirs]
+    sweep_dir = ctx.sweep_dir
+    if sweep_dir is not None and not any(sweep_dir.resolve().is_relative_to(r.resolve()) for r in roots):
+        roots.append(sweep_dir)
     roots.append(ctx.job_dir)
     return roots
 

@@ -151,13 +151,15 @@ def test_report_on_seed_and_smoke_trials_groups_them_and_speedups_match_the_tria
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     port = free_port()
     seed = ["workload=seed", "workload.contexts=[60]", "workload.concurrency=[1,2]", "workload.max_tokens=64"]
-    out = sweep(tmp_path, "-m", "spec=none,ddtree", *seed, *FAST, f"server.port={port}")
+    # the seed grid's dir is outside results.search_dirs: its ddtree job still finds the grid's baseline
+    out = sweep(tmp_path, "-m", "spec=none,ddtree", *seed, *FAST, f"server.port={port}",
+                f"hydra.sweep.dir={tmp_path / 'elsewhere' / 'seed'}")
     assert out.returncode == 0, out.stderr[-3000:]
     out = sweep(tmp_path, "-m", "spec.budget=4,8", "workload.max_tokens=32,48", "workload=smoke", *FAST,
                 f"server.port={port}")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no spec=none baseline yet" in out.stderr  # the trials say so themselves
-    docs = {d["trial"]["name"]: d for d in results(tmp_path / "multirun")}
+    docs = {d["trial"]["name"]: d for d in results(tmp_path)}
     assert set(docs) == {"b300-none-seed", "b300-ddtree-b8-t4-w2048-seed",
                          *(f"b300-ddtree-b{b}-t4-w2048-smoke-max_tokens={t}" for b in (4, 8) for t in (32, 48))}
     ddtree = docs["b300-ddtree-b8-t4-w2048-seed"]
@@ -166,7 +168,7 @@ def test_report_on_seed_and_smoke_trials_groups_them_and_speedups_match_the_tria
     assert all(d["speedup_vs_baseline"] is None and d["metrics"]["headline_concurrency"] == 2
                and d["metrics"]["tok_s_c1"] is None for d in smoke)
 
-    assert report.main(["--dir", str(tmp_path / "multirun"), "--format", "json"]) == 0
+    assert report.main(["--dir", str(tmp_path), "--format", "json"]) == 0
     groups = json.loads(capsys.readouterr().out)["groups"]
     assert len(groups) == 3  # seed; smoke with 32 and with 48 new tokens: never ranked together
     by_trial = {r["trial"]: (g, r) for g in groups for r in g["rows"]}
