@@ -123,6 +123,9 @@ def test_a_grid_stopped_by_ctrl_c_resumes(tmp_path: Path) -> None:
         run.kill()
     assert "[trial 1/3] spec.budget=4" in first and "[trial 3/3] spec.budget=8" in first
     assert "ETA" in first.split("[trial 2/3]")[1].splitlines()[0]
+    # a trial that measured nothing is not told to run a baseline; the ok one without one is
+    assert "baseline yet" in first.split("[trial 2/3]")[0]
+    assert "baseline yet" not in first.split("[trial 2/3]")[1].split("[trial 3/3]")[0]
     before = {n: _doc(sweep_dir / str(n) / "result.json") for n in range(3)}
     assert [before[n]["status"] for n in range(3)] == ["ok", "failed", "interrupted"]
 
