@@ -3,7 +3,7 @@
 Why: a report that ranks a ``workload=smoke`` trial against ``workload=seed``
 ones, or divides by a baseline measured on another workload, gives wrong
 answers. Trials are grouped by what makes their numbers comparable -- box and
-layout, model, workload matrix, simulated or real (the key the baseline rule
+layout, model, workload matrix and load, simulated or real (the key the baseline rule
 matches on, :func:`sweep.score.speedup.baseline_key`) -- and by objective.
 Within a group rows are ranked by the group's objective, the best feasible
 one is marked, and a speedup is computed only against a baseline of the same

@@ -291,8 +291,9 @@ def _cards(groups: Sequence[Group], docs: Sequence[TrialResult]) -> str:
 
 
 FOOTER = """<footer><dl>
-<dt>Groups</dt><dd>Trials are compared only with trials on the same box and layout, model and workload matrix,
-simulated or not, with the same objective; a ranking never crosses groups.</dd>
+<dt>Groups</dt><dd>Trials are compared only with trials on the same box and layout, model, workload matrix
+and load (arrival rate, prompts, temperature), simulated or not, with the same objective; a ranking never
+crosses groups.</dd>
 <dt>Headline tok/s</dt><dd>Output tok/s of the lowest measured concurrency at the shortest context
 (<code>tok_s_lowc</code>, its concurrency in the column header).</dd>
 <dt>Feasible</dt><dd>Ended ok and meets the objective's constraints (coding pass rate, zero request errors,
