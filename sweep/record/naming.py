@@ -92,6 +92,10 @@ def sweep_overrides(overrides: Sequence[str]) -> list[str]:
     return [o.key_or_group for o in parsed if o.is_sweep_override()]
 
 
+# overrides that say where results go or how to reach the server, not what is measured
+_PLUMBING = ("hydra.", "hydra/", "mlflow.", "server.port=", "results.", "resume.")
+
+
 def sweep_name(overrides: Sequence[str], study_name: str | None = None,
                when: dt.datetime | None = None) -> str:
     """``grid spec.budget=8,16,32 workload=smoke · 2026-12-01 01:43:41`` or
@@ -100,7 +104,10 @@ def sweep_name(overrides: Sequence[str], study_name: str | None = None,
     if study_name:
         what = f"study {study_name}"
     else:
-        shown = [o for o in overrides if not o.startswith(("hydra.", "hydra/"))]
+        shown = [o for o in overrides if not o.lstrip("+~").startswith(_PLUMBING)]
+        swept = set(sweep_overrides(shown))
+        # what is swept first (a long name is cut at the end), then what is fixed
+        shown.sort(key=lambda o: o.lstrip("+~").split("=", 1)[0] not in swept)
         what = "grid " + " ".join(shown) if shown else "sweep"
     if len(what) > MAX_NAME - 25:
         what = what[:MAX_NAME - 28] + "..."

@@ -38,6 +38,10 @@ def test_sweep_names_say_what_is_swept_and_when() -> None:
     when = dt.datetime(2026, 12, 1, 1, 43, 41)
     assert sweep_name(["spec.budget=8,16,32", "workload=smoke"], when=when) == \
         "grid spec.budget=8,16,32 workload=smoke · 2026-12-01 01:43:41"
+    # swept keys first, plumbing (where results go, the port) left out
+    assert sweep_name(["workload=smoke", "server.port=34389", "mlflow.enabled=false", "spec.topk=2,4",
+                       "hydra.sweep.dir=/tmp/g"], when=when) == \
+        "grid spec.topk=2,4 workload=smoke · 2026-12-01 01:43:41"
     assert sweep_name(["hydra/sweeper=optuna"], "b300-ddtree-smoke-tok_s_lowc", when) == \
         "study b300-ddtree-smoke-tok_s_lowc · 2026-12-01 01:43:41"
 
