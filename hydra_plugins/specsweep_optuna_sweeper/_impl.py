@@ -247,6 +247,7 @@ class OptunaSweeperImpl:
         if not space.distributions:
             raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
                              "such as spec.budget=choice(4,8,16)")
+        _refuse_bad_values(space)  # before the study starts
         self._check_composes(space)
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -327,3 +328,28 @@ class OptunaSweeperImpl:
             lock.close()
         print(f"worker {label}: done, {loop.executed} job(s) run")
         return None
+
+
+# -- harden2 (issue 11, section 5): every value of the space through the config's own rules --------
+
+
+def _refuse_bad_values(space: _space.SearchSpace) -> None:
+    """Each value the space can give (every choice, both ends of a range), checked by its key's
+    rule in ``sweep/compose/bounds.py``: one line and exit status 2 before the study starts,
+    never a failed trial. (``python -m sweep`` checks the same before Hydra runs.)"""
+    import sys
+
+    from sweep.compose.search_space import check_values
+    from sweep.errors import EXIT_CONFIG, ConfigError
+
+    values: dict[str, list[Any]] = {}
+    for name, dist in space.distributions.items():
+        found = _space.discrete_values(dist)
+        if found is None or len(found) > 10_000:  # continuous or long: its ends
+            found = [getattr(dist, "low", None), getattr(dist, "high", None)]
+        values[name] = [_space.decode(name, v) for v in found if v is not None]
+    try:
+        check_values(values)
+    except ConfigError as err:
+        print(err.one_line(), file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from sweep.compose.bounds import LAUNCH_MODES, check
 from sweep.compose.checks import int_, no_control_chars
 from sweep.errors import ConfigError
 
-LAUNCH_MODES = ("systemd", "process")
+__all__ = ["LAUNCH_MODES", "PoolHost", "check_hosts", "hydra_value", "pool_hosts"]
 ENTRY_KEYS = ("label", "server_port", "overrides")  # besides the launcher's own keys
 KEY_MAP = {"server_port": "server.port"}  # entry keys that set another config key
 
@@ -86,6 +87,8 @@ def check_hosts(node: Mapping[str, Any], name: str, path: str = "launcher.hosts"
             for text in (v if isinstance(v, (list, tuple)) else [v]):
                 if isinstance(text, str):
                     no_control_chars(f"{key}.{k}", text)
+            if k not in ENTRY_KEYS and v is not None:
+                check(f"{key}.{k}", v, rule_key=f"launcher.{k}")  # the launcher key's own rule
         merged = {**node, **entry, "hosts": None}
         if name == "ssh":
             if merged.get("mode") not in LAUNCH_MODES:
