@@ -15,9 +15,10 @@ def main() -> None:
     sys.argv[1:] = implied(sys.argv[1:])  # server=llamacpp brings model=smollm2 hardware=cpu ...
     plugins.register()
     cmdline.check(sys.argv[1:])
-    from sweep.app import task
+    from sweep import app
 
-    task()
+    app.task()
+    sys.exit(app.exit_status())  # 1 when the trial failed (every trial, for a multirun): sweep/app.py
 
 
 if __name__ == "__main__":

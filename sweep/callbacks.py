@@ -129,6 +129,9 @@ class SweepCallback(Callback):
             launchers.stop_all()
         finally:
             sweep_dir = Path(config.hydra.sweep.dir)
+            from sweep import app
+
+            app.note_sweep_dir(sweep_dir)  # the exit status counts its trials (pool workers' too)
             if (sweep_dir / "multirun.yaml").is_file():
                 mask_file(sweep_dir / "multirun.yaml", _secrets_of(config))
             if not config.get("dry_run"):

@@ -55,6 +55,7 @@ CELL_KEYS = (
     "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "duration_s",
+    "concurrency_capped",
 )
 
 
@@ -88,6 +89,8 @@ class CellResult:
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
+    # in-flight requests actually used when the process could not open `concurrency` connections
+    concurrency_capped: int | None = None
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,7 +245,10 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
                               extra=request_extras)
                 for p in prompts.batch(context, n)]
 
-    clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
+    from sweep.bench.fdlimit import in_flight
+
+    slots, capped = in_flight(concurrency, f"ctx {context} x conc {concurrency}")
+    clients = make_clients(base_url, slots, api_key=api_key, timeout_s=timeout_s)
     try:
         with _quiet_gc():
             if workload.warmup_requests:
@@ -256,7 +262,9 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
             duration = time.perf_counter() - t0
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
-    return aggregate(context, concurrency, results, duration)
+    cell = aggregate(context, concurrency, results, duration)
+    cell.concurrency_capped = capped
+    return cell
 
 
 @contextmanager
@@ -297,7 +305,9 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     with _progress_bar(progress) as bar:
         tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}", total=workload.requests_for(conc),
                               tok_s="") for ctx, conc in cells]
-        async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=30.0) as admin:
+        # a frozen server must not hold every cell for more than a request's own timeout
+        admin_timeout = min(30.0, workload.request_timeout_s)
+        async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=admin_timeout) as admin:
             flush_state = "skipped"
             for (ctx, conc), task in zip(cells, tasks):
                 if do_flush and flush_state != "unsupported":

@@ -91,6 +91,9 @@ class Cell(Record):
     prompt_tokens_mean: float | None = None
     duration_s: float | None = None
     usd_per_mtok: float | None = None
+    concurrency_capped: int | None = field(default=None, metadata={
+        "doc": "in-flight requests used when the client could not open `concurrency` connections "
+               "(RLIMIT_NOFILE); null: not capped"})
 
 
 @dataclass(kw_only=True)

@@ -22,6 +22,7 @@ from sweep.launch import Launch
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
+from sweep.trial import bench_errors
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
 
@@ -86,9 +87,10 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
     before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
+    coding = None
     if wl.coding != "off":
-        doc.coding = Coding.from_dict(run_coding_eval(base_url, wl, model_name, api_key=key,
-                                                      request_extras=cfg.server.request_extras).to_dict())
+        coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+        doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)
     cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
     from_requests = acceptance.apply(cells, readers.request)
@@ -111,6 +113,8 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+    elif message := bench_errors.verdict(bench_errors.tally(cells, coding), wl.max_error_rate):
+        _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
 
 
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
