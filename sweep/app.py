@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*} before composition)
 from sweep import secrets
+from sweep.atomic import DiskFull
 from sweep.errors import EXIT_CONFIG, ConfigError
 from sweep.launch import Launch
 
@@ -44,7 +45,8 @@ def _statuses_on_disk() -> list[str]:
 
     out = []
     for sweep_dir in _sweep_dirs:
-        for _, doc in iter_results(sweep_dir):
+        # an unreadable result file counts as a failed trial (a truncated write, a full disk)
+        for _, doc in iter_results(sweep_dir, on_error=lambda _p, _e: out.append("failed")):
             try:
                 started = datetime.fromisoformat(str(doc.trial.started))
             except ValueError:
@@ -107,6 +109,10 @@ def task(cfg: DictConfig) -> Any:
     from sweep.trial.run import run_trial
 
     mode = HydraConfig.get().mode
-    ret = run_trial(trial_cfg, launch, cfg)
+    try:
+        ret = run_trial(trial_cfg, launch, cfg)
+    except DiskFull as exc:  # one line, not Hydra's traceback; the servers were stopped
+        print(secrets.mask_text(exc.one_line()), file=sys.stderr)
+        raise SystemExit(EXIT_FAILED) from None
     _outcomes.append((mode is not None and mode.name == "MULTIRUN", str(ret.get("status"))))
     return ret

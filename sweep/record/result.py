@@ -13,9 +13,10 @@ version does not know are kept. The JSON Schema generated from these types is
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from sweep import secrets
 from sweep.atomic import write_atomic
@@ -232,16 +233,28 @@ class TrialResult(Record):
 
     @classmethod
     def load(cls, path: Path) -> TrialResult:
-        """Read a result file (any schema-1 version); ValueError when it is not one."""
+        """Read a result file (any schema-1 version); ValueError when it is not one
+        (not JSON -- e.g. truncated --, not an object, no schema or status, an unknown status)."""
         with open(path) as fh:
-            doc = json.load(fh)
+            try:
+                doc = json.load(fh)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
-            raise ValueError(f"{path}: not a result document (a JSON object)")
+            raise ValueError("not a result document (a JSON object)")
+        for key in cls.REQUIRED:
+            if key not in doc:
+                raise ValueError(f"not a result document (no {key!r})")
+        if doc["status"] not in typing.get_args(Status):
+            raise ValueError(f"unknown status {doc['status']!r}")
         return cls.from_dict(doc)
 
 
-def iter_results(*roots: Path) -> Iterator[tuple[Path, TrialResult]]:
-    """Every readable result.json under the given directories."""
+def iter_results(*roots: Path, on_error: Callable[[Path, Exception], None] | None = None
+                 ) -> Iterator[tuple[Path, TrialResult]]:
+    """Every readable result.json under the given directories; each one that cannot be
+    read goes to ``on_error(path, exc)`` (commands that report on files must say so:
+    ``python -m sweep.sync`` and ``.report --dir`` count it as failed)."""
     for root in roots:
         root = Path(root)
         if not root.is_dir():
@@ -249,8 +262,9 @@ def iter_results(*roots: Path) -> Iterator[tuple[Path, TrialResult]]:
         for path in root.rglob(FILENAME):
             try:
                 yield path, TrialResult.load(path)
-            except (OSError, ValueError):
-                continue
+            except (OSError, ValueError) as exc:
+                if on_error is not None:
+                    on_error(path, exc)
 
 
 def clean_number(x: Any) -> Any:

@@ -38,8 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:  # piped or logged: wide enough for every column
         console = Console(highlight=False, width=160)
+    unreadable: list[tuple[Path, Exception]] = []  # named and counted as failed, never skipped
     if args.dir is not None:
-        docs, sources = docs_from_dir(args.dir)
+        if not args.dir.is_dir():
+            console.print(f"error: --dir {args.dir}: not a directory")
+            return 2
+        docs, sources = docs_from_dir(args.dir, on_error=lambda p, e: unreadable.append((p, e)))
         keep = [i for i, d in enumerate(docs) if all(want is None or str(have) == want for want, have in (
             (args.sweep_id, d.trial.sweep_id), (args.hardware, d.trial.hardware), (args.spec, d.trial.spec)))]
         docs, sources = [docs[i] for i in keep], [sources[i] for i in keep]
@@ -52,13 +56,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          hardware=args.hardware, spec=args.spec, full=bool(args.plots))
         title = f"experiment {experiment}" + (f", sweep {args.sweep_id}" if args.sweep_id else "")
     rows = rows_from_docs(docs, sources)
-    if not rows:
+    if rows:
+        console.print(render_table(rows, title))
+    elif not unreadable:
         console.print(f"no trials found ({title})")
         return 1
-    console.print(render_table(rows, title))
-    if args.plots:
+    if args.plots and rows:
         for path in write_plots(rows, args.plots):
             console.print(f"plot: {path}")
+    for path, exc in unreadable:
+        console.print(f"failed: {path}: unreadable result file ({secrets.mask_text(str(exc))})")
+    if unreadable:
+        console.print(f"{len(rows)} trials shown; {len(unreadable)} result files unreadable "
+                      "(counted as failed trials)")
+        return 1
     return 0
 
 

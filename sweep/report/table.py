@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sweep.record.result import Metrics, TrialResult
 from sweep.score import objective, speedup
@@ -133,10 +133,12 @@ def render_table(rows: Sequence[Row], title: str) -> Any:
     return table
 
 
-def docs_from_dir(root: Path) -> tuple[list[TrialResult], list[str]]:
+def docs_from_dir(root: Path, on_error: Callable[[Path, Exception], None] | None = None
+                  ) -> tuple[list[TrialResult], list[str]]:
+    """Readable result files under ``root``; unreadable ones go to ``on_error(path, exc)``."""
     from sweep.record.result import iter_results
 
-    found = sorted(iter_results(Path(root)), key=lambda p: str(p[0]))
+    found = sorted(iter_results(Path(root), on_error=on_error), key=lambda p: str(p[0]))
     return [doc for _, doc in found], [str(p) for p, _ in found]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import secrets
+from sweep.atomic import DiskFull
 from sweep.compose.config import TrialConfig
 from sweep.launch import Launch
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
@@ -189,6 +190,7 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
     doc.write(path)
     launcher = None
     interrupted: BaseException | None = None
+    disk_full: DiskFull | None = None
     try:
         if cfg.results.baseline_auto_run and cfg.spec.algorithm != "none":
             from sweep.trial.autobaseline import ensure_baseline
@@ -217,6 +219,9 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         interrupted = exc
         doc.status = "interrupted"
         doc.failure = Failure(reason="interrupted", message="stopped by the user (Ctrl-C)", log_tail="")
+    except DiskFull as exc:  # the file on disk keeps its last good version; the caller says so
+        disk_full = exc
+        _fail(doc, "disk_full", exc.one_line())
     except Exception as exc:  # a harness bug must not end the sweep
         log.exception("trial failed")
         _fail(doc, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
@@ -226,11 +231,16 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         if doc.ok:
             _attach_baseline(cfg, doc, ctx, path)
             doc.metrics.speedup_vs_baseline = doc.speedup_vs_baseline
-        doc.write(path)
+        try:
+            doc.write(path)
+        except DiskFull as exc:
+            disk_full = disk_full or exc
         if interrupted is not None:
             launchers.stop_all(force=True)  # Ctrl-C stops even a keep_server server
-        elif ctx.sweep_dir is None:
+        elif ctx.sweep_dir is None or disk_full is not None:
             launchers.stop_all()  # respects launcher.keep_server
+    if disk_full is not None:
+        raise disk_full  # nothing more can be recorded: sweep.app prints its one line, exit 1
     _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
         raise interrupted
