@@ -33,6 +33,12 @@ class DiskFull(OSError):
         self.path = Path(path)
 
     def describe(self) -> str:
+        if self.errno == errno.EFBIG:  # not the disk: this process's file size limit
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            shown = "unlimited" if limit == resource.RLIM_INFINITY else _size(limit)
+            return f"file size limit: cannot write {self.path} (RLIMIT_FSIZE {shown}; {self.strerror})"
         free, mount = room(self.path)
         where = f"{_size(free)} free on {mount}" if free is not None else "free space unknown"
         return f"disk full: cannot write {self.path} ({where}; {self.strerror})"

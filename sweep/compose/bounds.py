@@ -433,6 +433,11 @@ def _list_of(item: Callable[[str, Any, Rule], Any], what: str,
     return check
 
 
+def _as_words(key: str, value: Any, rule: Rule) -> tuple[str, ...]:
+    """A list of strings; one string is split on whitespace (``server.extra_args='--a --b'``)."""
+    return _list_of(_as_text, "strings")(key, value.split() if isinstance(value, str) else value, rule)
+
+
 def _as_ints(key: str, value: Any, rule: Rule) -> tuple[int, ...]:
     items = _list_of(_as_int, "integers")(key, value, rule)
     if not items:
@@ -471,7 +476,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "url_paths": _list_of(_matching(_URL_PATH, "a URL path starting with '/'"), "URL paths"),
     "host": _as_host, "ssh_host": _as_ssh_host, "gateway": _as_gateway, "unit": _as_unit,
     "path": _as_path, "abspath": _as_abspath, "remote_dir": _as_remote_dir, "uri": _as_uri,
-    "paths": _list_of(_as_path, "paths"), "strs": _list_of(_as_text, "strings"),
+    "paths": _list_of(_as_path, "paths"), "strs": _as_words,
     "ints": _as_ints, "floats": _list_of(_as_float, "numbers", scalar_ok=False),
     "mapping": _as_mapping, "list": _as_list, "figure": _as_figure,
 }

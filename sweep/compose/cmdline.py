@@ -37,6 +37,11 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
         key = m.group(1)
         return ConfigError(key, "no such key; to add a new one write +" + key + "=VALUE "
                            "(keys of each group: python -m sweep --cfg job)")
+    m = re.search(r"Error merging override \+*([^=\s]+)=", text)
+    if m:  # a value of the wrong shape for the key (a mapping for a list, ...)
+        cause = str(exc.__cause__ or "").strip().splitlines()
+        return ConfigError(m.group(1), "cannot take this value" + (f": {cause[0]}" if cause else "")
+                           + " (its type: python -m sweep --cfg job)")
     first = next((line for line in text.splitlines() if line.strip()), text)
     return ConfigError("overrides", first.strip())
 
@@ -85,13 +90,22 @@ def expand(overrides: Sequence[str], multirun: bool) -> list[list[str]]:
 
 
 def _parse(overrides: Sequence[str]) -> list[Any]:
+    """Hydra's parse of the overrides; one that does not parse is named by its key."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    try:
-        return list(OverridesParser.create().parse_overrides(list(overrides)))
-    except HydraException as exc:
-        raise ConfigError("overrides", _first_line(exc)) from None
+    parser = OverridesParser.create()
+    out = []
+    for line in overrides:
+        try:
+            out += parser.parse_overrides([line])
+        except HydraException as exc:
+            key = line.split("=", 1)[0].lstrip("+~") if "=" in line else ""
+            if not key or not re.fullmatch(r"[\w./@-]+", key):
+                raise ConfigError("overrides", f"{line!r}: {_first_line(exc)}") from None
+            raise ConfigError(key, f"cannot parse the value {line.split('=', 1)[1]!r} ({_first_line(exc)}); "
+                              f"quote it: {key}='...'") from None
+    return out
 
 
 def _custom_sweeper(parsed: Sequence[Any]) -> bool:

@@ -9,6 +9,7 @@ allowed values, so the user sees one line and nothing has started.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -322,6 +323,9 @@ def from_omegaconf(cfg: Any) -> TrialConfig:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "config"
         msg = str(exc).splitlines()[0]
+        # ${model.draft_paths.dflash} with model.draft_paths=5: the key at fault is the one set wrong
+        if m := re.search(r"node `([^`]+)` is not a container", msg):
+            key, msg = m.group(1), f"must be a mapping (its keys are used: {msg})"
         raise ConfigError(str(key), msg) from None
     assert isinstance(container, dict)
     container.pop("hydra", None)

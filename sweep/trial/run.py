@@ -136,7 +136,8 @@ def _metrics(cfg: TrialConfig, readers: Any, base_url: str) -> dict[str, float] 
     from sweep.bench.serverstats import fetch_metrics
 
     return fetch_metrics(base_url, api_key=cfg.server.api_key, prefixes=readers.metrics.prefixes,
-                         split=readers.metrics.split)
+                         split=readers.metrics.split,
+                         timeout_s=min(10.0, cfg.workload.request_timeout_s))  # a frozen server: bounded
 
 
 def _tail(text: str, n: int) -> str:

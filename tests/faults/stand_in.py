@@ -13,7 +13,7 @@ every chat completion misbehaves the way ``STAND_IN_MODE`` says:
 * ``broken_sse``   a 200 event stream whose events are not JSON;
 * ``disconnect``   two good chunks, then the connection is cut mid-stream;
 * ``stall``        a 200 with headers, then nothing, ever (the client's timeout);
-* ``fail_every:N`` every Nth chat request gets the 500, the others ``ok``;
+* ``fail_every_N`` every Nth chat request gets the 500, the others ``ok``;
 * ``code``         the chosen "model code" of ``$HOSTILE_CODE_FILE`` (hostile_responder).
 
 Stdlib only (plus its sibling ``hostile_responder.py``), so it needs nothing of the project.
@@ -61,8 +61,8 @@ class StandIn(Handler):
         with _lock:
             n = next(_counter)
         mode = MODE
-        if mode.startswith("fail_every:"):
-            mode = "http_500" if n % int(mode.split(":", 1)[1]) == 0 else "ok"
+        if mode.startswith("fail_every_"):
+            mode = "http_500" if n % int(mode.rsplit("_", 1)[1]) == 0 else "ok"
         if mode == "http_500":
             self._send(500, json.dumps({"error": {"message": f"stand-in: internal error on request {n}",
                                                   "type": "InternalServerError", "code": 500}}).encode())
