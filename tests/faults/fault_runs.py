@@ -203,3 +203,58 @@ def fill(directory: Path) -> str:
                 f.flush()
         except OSError as exc:
             return str(exc)
+
+
+def server_recorded(out_dir: Path, timeout: float = 120) -> bool:
+    """True once a run's result.json records its server (it is up and the benchmark begins)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads((out_dir / "result.json").read_text()).get("server"):
+                return True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def controller_pid(out_dir: Path) -> int | None:
+    """The pid of the ``python -m sweep`` writing into ``out_dir``."""
+    needle = f"hydra.run.dir={out_dir}".encode()
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and needle in Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0"):
+                return int(name)
+        except OSError:
+            continue
+    return None
+
+
+# The ways a result file can be broken (section 7): each one must be named and counted as failed.
+BROKEN = {
+    "truncated": lambda good: good[: len(good) // 2],
+    "empty": lambda good: b"",
+    "not an object": lambda good: b"[1, 2, 3]\n",
+    "no status": lambda good: json.dumps({k: v for k, v in json.loads(good).items() if k != "status"}).encode(),
+    "unknown status": lambda good: json.dumps({**json.loads(good), "status": "weird"}).encode(),
+    "binary": lambda good: b"\x00\xff\xfe garbage \x80",
+}
+
+
+def broken_sweep(sweep_dir: Path) -> list[Path]:
+    """Two good trials (jobs 0, 1; ``record.result_docs``: built the way the trial builds them),
+    then one broken file per kind of ``BROKEN`` and a directory named result.json; the broken paths."""
+    from record.result_docs import make_result
+
+    job, _ = make_result(sweep_dir, 0, 8)
+    make_result(sweep_dir, 1, 4)
+    good = (job / "result.json").read_bytes()
+    bad = []
+    for i, (_, corrupt) in enumerate(BROKEN.items(), start=2):
+        path = sweep_dir / str(i) / "result.json"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(corrupt(good))
+        bad.append(path)
+    folder = sweep_dir / str(2 + len(BROKEN)) / "result.json"
+    folder.mkdir(parents=True)  # a directory where the file should be
+    return bad + [folder]

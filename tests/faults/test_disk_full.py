@@ -15,30 +15,16 @@ which the harness treats like a full disk; that test is named so.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
-import time
 from pathlib import Path
 
 import pytest
 
-from faults.fault_runs import Run, fill, free_disk_mount, sweep, unmount
+from faults.fault_runs import Run, controller_pid, fill, free_disk_mount, server_recorded, sweep, unmount
 
 pytestmark = pytest.mark.slow
-
-
-def _server_recorded(out_dir: Path, timeout: float = 120) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if json.loads((out_dir / "result.json").read_text()).get("server"):
-                return True
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.02)
-    return False
 
 
 def _one_line_and_nothing_lost(run: Run, says: str) -> None:
@@ -65,7 +51,7 @@ def test_a_full_disk_mid_trial_is_one_line_and_the_last_result_stays(tmp_path: P
     filled: list[str] = []
 
     def fill_once_the_server_is_recorded(out_dir: Path) -> None:
-        if _server_recorded(out_dir):
+        if server_recorded(out_dir):
             filled.append(fill(disk))
 
     try:
@@ -78,18 +64,6 @@ def test_a_full_disk_mid_trial_is_one_line_and_the_last_result_stays(tmp_path: P
         unmount(disk)
 
 
-def _controller(out_dir: Path) -> int | None:
-    """The pid of the ``python -m sweep`` writing into ``out_dir``."""
-    needle = f"hydra.run.dir={out_dir}".encode()
-    for name in os.listdir("/proc"):
-        try:
-            if name.isdigit() and needle in Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0"):
-                return int(name)
-        except OSError:
-            continue
-    return None
-
-
 def test_a_file_size_limit_mid_trial_stands_in_for_a_full_disk_rlimit_fsize(tmp_path: Path) -> None:
     """RLIMIT_FSIZE, not a real full disk: once the server is recorded, the controller may not
     write a file larger than result.json is now (prlimit on the running process), so the next,
@@ -97,7 +71,7 @@ def test_a_file_size_limit_mid_trial_stands_in_for_a_full_disk_rlimit_fsize(tmp_
     limited: list[int] = []
 
     def limit_once_the_server_is_recorded(out_dir: Path) -> None:
-        if _server_recorded(out_dir) and (pid := _controller(out_dir)) is not None:
+        if server_recorded(out_dir) and (pid := controller_pid(out_dir)) is not None:
             size = (out_dir / "result.json").stat().st_size + 64
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
             limited.append(size)

@@ -11,7 +11,6 @@ broken file, count it as failed and exit non-zero, and still handle the good one
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,34 +18,9 @@ from pathlib import Path
 import pytest
 from _support import subprocess_env
 
-from record.result_docs import make_result
+from faults.fault_runs import broken_sweep
 
 pytestmark = pytest.mark.slow
-
-BROKEN = {
-    "truncated": lambda good: good[: len(good) // 2],
-    "empty": lambda good: b"",
-    "not an object": lambda good: b"[1, 2, 3]\n",
-    "no status": lambda good: json.dumps({k: v for k, v in json.loads(good).items() if k != "status"}).encode(),
-    "unknown status": lambda good: json.dumps({**json.loads(good), "status": "weird"}).encode(),
-    "binary": lambda good: b"\x00\xff\xfe garbage \x80",
-}
-
-
-def broken_sweep(sweep_dir: Path) -> list[Path]:
-    """Two good trials (jobs 0, 1), then one broken file per kind; the broken paths."""
-    job, _ = make_result(sweep_dir, 0, 8)
-    make_result(sweep_dir, 1, 4)
-    good = (job / "result.json").read_bytes()
-    bad = []
-    for i, (_, corrupt) in enumerate(BROKEN.items(), start=2):
-        path = sweep_dir / str(i) / "result.json"
-        path.parent.mkdir(parents=True)
-        path.write_bytes(corrupt(good))
-        bad.append(path)
-    folder = sweep_dir / str(2 + len(BROKEN)) / "result.json"
-    folder.mkdir(parents=True)  # a directory where the file should be
-    return bad + [folder]
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
