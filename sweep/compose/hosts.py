@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from sweep.compose.bounds import LAUNCH_MODES, check
-from sweep.compose.checks import int_, no_control_chars
+from sweep.compose.checks import no_control_chars
 from sweep.errors import ConfigError
 
 __all__ = ["LAUNCH_MODES", "PoolHost", "check_hosts", "hydra_value", "pool_hosts"]
@@ -93,10 +93,11 @@ def check_hosts(node: Mapping[str, Any], name: str, path: str = "launcher.hosts"
         if name == "ssh":
             if merged.get("mode") not in LAUNCH_MODES:
                 raise ConfigError(f"{key}.mode", f"must be one of {', '.join(LAUNCH_MODES)}")
-            int_(merged, key, "port", lo=1, hi=65535)
+            check(f"{key}.port", merged.get("port"), rule_key="launcher.port")
             if not merged.get("host"):
                 raise ConfigError(f"{key}.host", "is required (set it in the entry or launcher.host)")
-        server_port = int_(entry, key, "server_port", lo=1, hi=65535, optional=True)
+        server_port = check(f"{key}.server_port", entry.get("server_port"), rule_key="server.port") \
+            if entry.get("server_port") is not None else None
         extra = entry.get("overrides")
         if extra is not None and (not isinstance(extra, (list, tuple))
                                   or not all(isinstance(o, str) for o in extra)):
