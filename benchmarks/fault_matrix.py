@@ -278,16 +278,21 @@ def protocol_rows() -> list[Row]:
 
 
 def _refused(case: bad_inputs.BadInput) -> tuple[bad_inputs.BadInput, bool, str]:
+    """Through the real CLI: (case, refused cleanly?, the line it printed)."""
     cwd = _work("input")
     port = free_port()
     try:
-        proc = subprocess.run([sys.executable, "-m", "sweep", *case.args, f"server.port={port}"], cwd=cwd,
-                              env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        # the port first: a case that sets server.port itself must win
+        proc = subprocess.run([sys.executable, "-m", "sweep", *case.argv(f"server.port={port}")], cwd=cwd,
+                              env=subprocess_env(), capture_output=True, text=True, timeout=60)
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         clean = (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {case.key}")
                  and "Traceback" not in proc.stderr and not proc.stdout and not any(cwd.iterdir())
                  and orphan_scenarios.port_free(port))
         return case, clean, (lines[0] if lines else f"exit {proc.returncode}")[:120]
+    except subprocess.TimeoutExpired:  # accepted: a trial started
+        orphan_scenarios.Server([port], token=None).kill_all()
+        return case, False, "accepted: a trial started"
     finally:
         shutil.rmtree(cwd, ignore_errors=True)
 

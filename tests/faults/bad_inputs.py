@@ -35,6 +35,11 @@ class BadInput:
     def label(self) -> str:
         return " ".join(self.args)
 
+    def argv(self, *first: str) -> list[str]:
+        """The command line with ``first`` overrides before the case's own (which win over them)."""
+        flags = [a for a in self.args if a.startswith("-") and "=" not in a]
+        return [*flags, *first, *(a for a in self.args if a not in flags)]
+
 
 # The issue's examples (section 5) and grammar oddities, with the key each must name.
 ISSUE: list[BadInput] = [

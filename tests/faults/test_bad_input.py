@@ -70,7 +70,7 @@ def _cli(tmp_path: Path, case: BadInput, i: int) -> tuple[BadInput, subprocess.C
     cwd = tmp_path / f"case{i}"
     cwd.mkdir()
     port = free_port()
-    proc = subprocess.run([sys.executable, "-m", "sweep", *case.args, f"server.port={port}"], cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "sweep", *case.argv(f"server.port={port}")], cwd=cwd,
                           env=subprocess_env(), capture_output=True, text=True, timeout=120)
     return case, proc, cwd, port
 
