@@ -48,6 +48,8 @@ OBJECTIVE_METRICS = ("tok_s_c1", "tok_s_peak", "cell", "weighted_mean")
 LAUNCHERS = ("local", "ssh")
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
+ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
+PROMPT_SOURCES = ("text", "random_ids", "dataset")  # workload.prompt_source
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,9 @@ RULES: dict[str, Rule] = {
     "server.env": MAPPING,
     "server.sim_args": MAPPING,
     "server.request_extras": MAPPING,
+    "server.endpoint": _enum(*ENDPOINTS),
+    "server.tokenize": MAPPING,  # its fields: sweep/compose/bench_checks.py
+    "server.continuous_usage": BOOL,
     "server.acceptance": MAPPING,
     "server.install": MAPPING,
     "server.group_defaults": MAPPING,
@@ -168,6 +173,7 @@ RULES: dict[str, Rule] = {
     "server.sim.load_seconds": _num(0, 3600, "seconds"),
     "server.sim.seed": _int(0, MAX_SEED, "seed"),
     "server.sim.time_scale": _num(0, 1000, "x real time"),
+    "server.sim.tokenizer": PATH,
     "server.sim.faults": MAPPING,
     "server.sim.faults.startup": _enum(None, *SIM_FAULTS),
     "server.sim.faults.crash_after_requests": _int(1, MAX_REQUESTS, "requests"),
@@ -219,6 +225,9 @@ RULES: dict[str, Rule] = {
     "workload.flush_cache": BOOL,
     "workload.request_timeout_s": _num(1, MAX_SECONDS, "seconds"),
     "workload.max_error_rate": _num(0, 1, "failed / sent requests"),
+    "workload.prompt_source": _enum(*PROMPT_SOURCES),
+    "workload.dataset_path": PATH,
+    "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.coding": _enum(*CODING_EVALS, False, None),
     "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
     "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),

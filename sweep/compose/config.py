@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from sweep.compose import bench_checks as _bench_checks
 from sweep.compose import bounds
 from sweep.compose.acceptance_checks import checked_declaration
 from sweep.compose.bounds import CODING_EVALS, SANDBOX_MECHANISMS
@@ -89,6 +90,9 @@ class Server:
     env: Mapping[str, Any]
     sim_args: Mapping[str, Any] = field(default_factory=dict)
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str = "completions"                  # matrix endpoint: completions | chat
+    tokenize: Mapping[str, Any] | None = None      # the server's tokenize route (None: probe usage)
+    continuous_usage: bool = False                 # running usage per chunk (tokens per chunk)
     # where the server reports speculative acceptance (sweep/bench/acceptance.py)
     acceptance: Mapping[str, Any] = field(default_factory=dict)
     # server info endpoints the launcher records (SGLang: /get_server_info, llama.cpp: /props)
@@ -124,6 +128,9 @@ class Workload:
     sandbox_mechanism: str = "auto"          # auto | bwrap | fallback (docs/sandbox.md)
     # a trial with more failed requests than this fraction (or none answered) is failed: bench_errors
     max_error_rate: float = 0.0
+    prompt_source: str = "text"       # text | random_ids | dataset
+    dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
+    seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -223,14 +230,17 @@ def _server(node: Mapping[str, Any]) -> Server:
         args=dict(_v(node, p, "args", {})), env=dict(_v(node, p, "env", {})),
         sim_args=dict(_v(node, p, "sim_args", {})),
         request_extras=dict(_v(node, p, "request_extras", {})),
+        endpoint=_bench_checks.endpoint(node), tokenize=_bench_checks.tokenize(node),
+        continuous_usage=_v(node, p, "continuous_usage", False),
         acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
         info_paths=_v(node, p, "info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
 
 
-def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
+def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
+    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
     contexts = _v(node, p, "contexts")
     conc = _v(node, p, "concurrency")
     max_tokens = _v(node, p, "max_tokens")
@@ -260,6 +270,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
         sandbox_timeout_s=_v(sandbox, sp, "timeout_s", 10.0),
         sandbox_memory_mb=_v(sandbox, sp, "memory_mb", 512),
         sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
+        prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
     )
 
 
@@ -294,7 +305,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
-    workload = _workload(cfg["workload"], model.context_length)
+    workload = _workload(cfg["workload"], model.context_length, server.endpoint)
     _check_server_needs(server, spec, model, hardware)
     for group in ("objective", "mlflow"):
         if not isinstance(cfg.get(group), Mapping):

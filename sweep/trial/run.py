@@ -79,7 +79,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     """
     from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
-    from sweep.bench.matrix import run_matrix
+    from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
     from sweep.record.result import Acceptance, Cell, Coding
 
@@ -93,7 +93,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
         doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)
-    cells = run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+    cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg))
     from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
     # requests sent twice because the server closed a kept-alive connection unanswered
