@@ -5,7 +5,8 @@ group's YAML overrides (``server.executable=[python, tests/faults/stand_in.py]``
 ``+server.extra_env.STAND_IN_MODE=<mode>``); it takes the rendered SGLang
 flags and uses ``--host``/``--port`` only. Readiness, server info, /metrics
 and /flush_cache answer like a healthy server (``hostile_responder.Handler``);
-every chat completion misbehaves the way ``STAND_IN_MODE`` says:
+every completion -- chat (the coding eval) or text (``/v1/completions``, the
+matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
 
 * ``ok``           a well-formed stream with usage (its "answers" fail the coding
                    tests: wrong answers, not protocol errors);
@@ -41,22 +42,30 @@ def _event(obj: object) -> bytes:
     return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
 
 
-def _chunk(text: str) -> dict:
-    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+def _chunk(text: str, chat: bool, finish: str | None = None) -> dict:
+    choice = {"index": 0, "delta": {"content": text} if text else {}} if chat else {"index": 0, "text": text}
+    return {"choices": [{**choice, "finish_reason": finish}]}
 
 
-GOOD = [_event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}),
-        _event(_chunk("stand-in ")), _event(_chunk("answer ")),
-        _event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-        _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}}),
-        b"data: [DONE]\n\n"]
+def _good(chat: bool) -> list[bytes]:
+    """A well-formed stream in the endpoint's chunk format, with usage."""
+    first = ({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]} if chat
+             else _chunk("", chat=False))
+    return [_event(first), _event(_chunk("stand-in ", chat)), _event(_chunk("answer ", chat)),
+            _event(_chunk("", chat, finish="stop")),
+            _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}}),
+            b"data: [DONE]\n\n"]
+
+
+COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
 
 class StandIn(Handler):
     def do_POST(self) -> None:
-        if self.path != "/v1/chat/completions" or MODE == "code":
+        if self.path not in COMPLETIONS or MODE == "code":
             super().do_POST()
             return
+        good = _good(chat=self.path == COMPLETIONS[0])
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with _lock:
             n = next(_counter)
@@ -73,11 +82,11 @@ class StandIn(Handler):
         self.end_headers()
         self.close_connection = True
         if mode == "ok":
-            self.wfile.write(b"".join(GOOD))
+            self.wfile.write(b"".join(good))
         elif mode == "broken_sse":
-            self.wfile.write(GOOD[0] + b'data: {"choices": [{"delta": {"content": "tru\n\n' + GOOD[-1])
+            self.wfile.write(good[0] + b'data: {"choices": [{"delta": {"content": "tru\n\n' + good[-1])
         elif mode == "disconnect":
-            self.wfile.write(b"".join(GOOD[:3]))
+            self.wfile.write(b"".join(good[:3]))
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)  # cut mid-stream: no finish, no [DONE]
         elif mode == "stall":
