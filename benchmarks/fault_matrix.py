@@ -30,7 +30,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -222,10 +221,6 @@ def secret_rows() -> list[Row]:
 # ----------------------------------------------------------------------------- 4. protocol faults
 
 
-def _file_limit_1024() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-
-
 def protocol_rows() -> list[Row]:
     rows = []
     timeout = "workload.request_timeout_s=1"
@@ -244,13 +239,9 @@ def protocol_rows() -> list[Row]:
                      sweep(_work("wrong"), stand_in="ok"), status="ok", exit_code=0,
                      check=lambda r: "" if r.results and r.results[0]["coding"]["passed"] == 0 else "coding passed"))
 
-    def freeze(out_dir: Path) -> None:
-        if (pid := fault_runs.wait_for_server(out_dir)) is not None:
-            os.killpg(pid, signal.SIGSTOP)
-
     rows.append(_row("4 protocol", "simulator frozen with SIGSTOP once ready",
-                     sweep(_work("frozen"), timeout, during=freeze), status="failed", reason="bench_errors",
-                     exit_code=1))
+                     sweep(_work("frozen"), timeout, during=fault_runs.freeze_when_ready), status="failed",
+                     reason="bench_errors", exit_code=1))
 
     def capped(run: Run) -> str:
         cells = run.results[0]["cells"] if run.results else []
@@ -260,7 +251,7 @@ def protocol_rows() -> list[Row]:
 
     big = sweep(_work("30k"), "workload.coding=off", "workload.concurrency=[30000]",
                 "workload.requests_per_cell=2000", "workload.max_tokens=16", "server.sim.time_scale=0",
-                preexec_fn=_file_limit_1024)
+                preexec_fn=fault_runs.file_limit_1024)
     cap = (big.results[0]["cells"][0].get("concurrency_capped") if big.results and big.results[0]["cells"] else None)
     row = _row("4 protocol", "concurrency 30,000 with a 1024-file limit", big, status="ok", exit_code=0, check=capped)
     row.note = f"in flight capped at {cap}; " + row.note

@@ -89,7 +89,7 @@ def _read_results(out_dir: Path, multirun: bool) -> tuple[list[dict[str, Any]], 
 
 def sweep(cwd: Path, *overrides: str, multirun: bool = False, stand_in: str | None = None,
           port: int | None = None, env: dict[str, str] | None = None,
-          preexec_fn: Callable[[], None] | None = None, during: Callable[[Path], None] | None = None,
+          preexec_fn: Callable[[], None] | None = None, during: Callable[[Path], object] | None = None,
           timeout: float = 300) -> Run:
     """``python -m sweep`` in ``cwd`` on a free port (``stand_in``: that mode of stand_in.py).
 
@@ -139,6 +139,23 @@ def wait_for_server(out_dir: Path, timeout: float = 120) -> int | None:
             return int(m.group(1))
         time.sleep(0.05)
     return None
+
+
+def freeze_when_ready(out_dir: Path) -> int | None:
+    """SIGSTOP a run's whole server once it is ready (a hung box); its pid, None if it never was."""
+    import signal
+
+    pid = wait_for_server(out_dir)
+    if pid is not None:
+        os.killpg(pid, signal.SIGSTOP)
+    return pid
+
+
+def file_limit_1024() -> None:
+    """A ``preexec_fn``: the controller may open 1024 files, so the in-flight cap bites on any box."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
 class HangingServer:

@@ -13,14 +13,11 @@ file, a process of its server left behind, a secret in a file or the output.
 
 from __future__ import annotations
 
-import os
-import resource
-import signal
 from pathlib import Path
 
 import pytest
 
-from faults.fault_runs import Run, sweep, wait_for_server
+from faults.fault_runs import Run, file_limit_1024, freeze_when_ready, sweep
 
 pytestmark = pytest.mark.slow
 
@@ -86,9 +83,7 @@ def test_a_frozen_server_fails_the_trial_and_is_still_stopped(tmp_path: Path) ->
     frozen: list[int] = []
 
     def freeze(out_dir: Path) -> None:
-        pid = wait_for_server(out_dir)
-        if pid is not None:
-            os.killpg(pid, signal.SIGSTOP)  # the whole server, as a hung box would be
+        if (pid := freeze_when_ready(out_dir)) is not None:  # the whole server, as a hung box would be
             frozen.append(pid)
 
     run = sweep(tmp_path, "workload.request_timeout_s=1", during=freeze)
@@ -100,13 +95,9 @@ def test_a_frozen_server_fails_the_trial_and_is_still_stopped(tmp_path: Path) ->
     assert "timeout: no complete answer within 1 s" in doc["failure"]["message"]
 
 
-def _file_limit_1024() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-
-
 def test_thirty_thousand_in_flight_requests_are_capped_at_the_file_limit(tmp_path: Path) -> None:
     run = sweep(tmp_path, "workload.coding=off", "workload.concurrency=[30000]", "workload.requests_per_cell=1000",
-                "workload.max_tokens=16", "server.sim.time_scale=0", preexec_fn=_file_limit_1024)
+                "workload.max_tokens=16", "server.sim.time_scale=0", preexec_fn=file_limit_1024)
     _clean(run)
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     [doc] = run.results
