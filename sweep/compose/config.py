@@ -22,6 +22,7 @@ from sweep.compose.checks import (  # value checks, one ConfigError each
     str_tuple as _str_tuple,
 )
 from sweep.compose.acceptance_checks import checked_declaration
+from sweep.compose.constraints import check_spec_constraints, quirk_rules
 from sweep.compose.hosts import PoolHost, pool_hosts
 from sweep.compose.settings import Mlflow, Objective, Results, launcher_settings, mlflow, objective, results
 from sweep.compose.synthetic import check_synthetic
@@ -126,6 +127,7 @@ class Workload:
     sandbox_timeout_s: float
     sandbox_memory_mb: int
     sandbox_mechanism: str = "auto"          # auto | bwrap | fallback (docs/sandbox.md)
+    repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -185,12 +187,10 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     algorithm = str(_get(node, p, "algorithm"))
     budget = _int(node, p, "budget", lo=1, optional=True)
     topk = _int(node, p, "topk", lo=1, optional=True)
-    if budget is not None and topk is not None and topk > budget:
-        raise ConfigError(f"{p}.topk", f"must be <= spec.budget={budget} (range 1..{budget}), got {topk}")
     block = _int(node, p, "block", lo=1, optional=True)
     window = _int(node, p, "window", lo=1, optional=True)
-    if window is not None and block is not None and window < block:
-        raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
+    # Rules between knobs (topk <= budget, ...) are the spec's declared `constraints`,
+    # checked by build() once every value is typed (sweep/compose/constraints.py).
     num_steps = _int(node, p, "num_steps", lo=1, optional=True)
     check_synthetic(node, p, budget)
     render = node.get("render") or {}
@@ -284,6 +284,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
         sandbox_timeout_s=_float(sandbox, f"{p}.sandbox", "timeout_s", lo=0.1, optional=True) or 10.0,
         sandbox_memory_mb=_int(sandbox, f"{p}.sandbox", "memory_mb", lo=16, optional=True) or 512,
         sandbox_mechanism=_sandbox_mechanism(sandbox, f"{p}.sandbox.mechanism"),
+        repeats=_int(node, p, "repeats", lo=1, hi=100, optional=True) or 1,
     )
 
 
@@ -321,6 +322,8 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
             raise ConfigError(group, "group is missing from the composed config")
     hardware = _hardware(cfg["hardware"])
     spec = _spec(cfg["spec"])
+    check_spec_constraints(cfg)   # the same declaration the sweeper's valid-only space reads
+    quirk_rules(cfg["hardware"])  # declarations parse (the sweeper applies them)
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
