@@ -55,6 +55,7 @@ CELL_KEYS = (
     "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "duration_s",
+    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
 )
 
 
@@ -88,6 +89,10 @@ class CellResult:
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
+    repeats: int = 1              # workload.repeats (sweep/bench/repeats.py); figures are means
+    output_tok_s_ci: list[float] | None = None
+    per_stream_tok_s_ci: list[float] | None = None
+    accept_len_ci: list[float] | None = None
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -284,8 +289,12 @@ def _quiet_gc(young_threshold: int = 50_000) -> Iterator[None]:
 
 async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
-                      seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
+                      seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+                      on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
+    from sweep.bench.repeats import combine
+
+    repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
@@ -295,40 +304,54 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     prompts = PromptFactory(seed, namespace="matrix")
     out: list[CellResult] = []
     with _progress_bar(progress) as bar:
-        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}", total=workload.requests_for(conc),
-                              tok_s="") for ctx, conc in cells]
+        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}",
+                              total=workload.requests_for(conc) * repeats, tok_s="") for ctx, conc in cells]
         async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=30.0) as admin:
             flush_state = "skipped"
             for (ctx, conc), task in zip(cells, tasks):
-                if do_flush and flush_state != "unsupported":
-                    flush_state = await flush_cache(admin)
-                if flush_state != "ok" and prompts.namespace == "matrix":
-                    prompts = PromptFactory(seed, namespace=f"matrix-{os.urandom(6).hex()}")
+                runs = []
+                for _ in range(repeats):
+                    if do_flush and flush_state != "unsupported":
+                        flush_state = await flush_cache(admin)
+                    if flush_state != "ok" and prompts.namespace == "matrix":
+                        prompts = PromptFactory(seed, namespace=f"matrix-{os.urandom(6).hex()}")
 
-                def done(rec: RequestResult, task: Any = task) -> None:
-                    bar.advance(task)
+                    def done(rec: RequestResult, task: Any = task) -> None:
+                        bar.advance(task)
 
-                cell = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
-                                      api_key=api_key, on_done=done, seed=seed,
-                                      request_extras=request_extras)
-                cell.flushed = flush_state
+                    run = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                                         api_key=api_key, on_done=done, seed=seed,
+                                         request_extras=request_extras)
+                    run.flushed = flush_state
+                    runs.append(run)
+                pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
+                                   sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
+                cell = combine(runs, pooled)
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  {cell.errors} errors" if cell.errors else ""))
                 out.append(cell)
+                if on_cell is not None:
+                    on_cell(cell)
     return out
 
 
 def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
-               seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> list[CellResult]:
+               seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+               on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
-    are counted per cell in ``errors`` / ``error_kinds``.
+    are counted per cell in ``errors`` / ``error_kinds``. Cells run in a fixed
+    order: contexts outer, concurrencies inner, as listed by the workload; each
+    ``workload.repeats`` times in a row (sweep/bench/repeats.py). ``on_cell`` is
+    called in the benchmark's thread right after each cell finishes, with the
+    cell that ends up in the returned list; whatever it raises stops the matrix
+    and propagates (the trial's pruner uses this: sweep/trial/hooks.py).
     """
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush, seed=seed,
-                                     request_extras=request_extras)
+                                     request_extras=request_extras, on_cell=on_cell)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 
