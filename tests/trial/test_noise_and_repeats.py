@@ -97,3 +97,13 @@ def test_a_trial_with_repeats_reports_means_and_intervals(tmp_path: Path) -> Non
         lo, hi = cell[f"{name}_ci"]
         assert lo < cell[name] < hi, (name, cell)  # the sim's noise: three repeats differ
     assert 0 < (cell["output_tok_s_ci"][1] - cell["output_tok_s_ci"][0]) / cell["output_tok_s"] < 0.5
+
+
+def test_mlflow_gets_each_cells_interval_beside_its_mean() -> None:
+    from sweep.record._run_content import trial_metrics
+
+    doc = TrialResult(status="ok", cells=[_cell(60, 1, 100.0, [96.0, 104.0], 3), _cell(60, 8, 400.0, None, 1)])
+    got = {(k, step): v for k, v, step in trial_metrics(doc)}
+    assert got[("tok_s.ctx60", 1)] == 100.0
+    assert (got[("tok_s_ci_low.ctx60", 1)], got[("tok_s_ci_high.ctx60", 1)]) == (96.0, 104.0)
+    assert ("tok_s_ci_low.ctx60", 8) not in got  # measured once: no interval, none invented
