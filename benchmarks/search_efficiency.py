@@ -402,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="none (default): cold start; shipped: the production config first, as the "
                          "ready-made space does (on b300 it is already within 2%%: every strategy stops "
                          "after one trial, which measures nothing about the search)")
+    ap.add_argument("--prescreen-twin", choices=("subset", "none", "shipped"), default="subset",
+                    help="the pre-screen's twin: subset (default: fitted on the C=1 points only), none "
+                         "(uncalibrated spec-sheet priors), shipped (the truth itself: graded on its own "
+                         "answers, for reference only)")
     ap.add_argument("--override", action="append", default=[],
                     help="extra Hydra override for every strategy, e.g. hydra.sweeper.prescreen.top_k=6")
     args = ap.parse_args(argv)
@@ -423,13 +427,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="specsweep-twin-") as tmp, \
             initialize_config_module(config_module="sweep.conf", version_base="1.3"):
         cal_dir = fit_prescreen_twin(Path(tmp))
-        print(f"pre-screen twin: python -m sweep.calibrate on {len(SUBSET)} C=1 points "
-              f"({', '.join(SUBSET)}); truth: the shipped calibration")
+        twins = {"subset": f"python -m sweep.calibrate on {len(SUBSET)} C=1 points ({', '.join(SUBSET)})",
+                 "none": "uncalibrated spec-sheet priors", "shipped": "the shipped calibration (= the truth)"}
+        print(f"pre-screen twin: {twins[args.prescreen_twin]}; truth: the shipped calibration")
         for hw in [h for h in args.hardware.split(",") if h]:
             t0 = time.perf_counter()
             land = landscape(hw, objective, args.override)
             box = "b300" if hw == "b300" else "pro6000"
-            cal = str(cal_dir / f"{box}.yaml")
+            cal = {"subset": str(cal_dir / f"{box}.yaml"), "none": "none",
+                   "shipped": str(ROOT / "sweep" / "sim" / "calibrations" / f"{box}.yaml")}[args.prescreen_twin]
             cap = args.max_trials or (land.points - land.rejected)
             print(f"\n== {hw} (calibrated twin), objective {args.objective}; {land.points} points: "
                   f"{land.points - land.rejected} valid ({land.rejected} break spec.constraints), "
@@ -470,6 +476,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   ({time.perf_counter() - t0:.0f} s)")
     if not summary:
         return 0
+    hws = [h for h in args.hardware.split(",") if h]
+    print(f"\nshare of the grid's GPU-hours to within {WITHIN:.0%} (median over {args.seeds} seeds): ")
+    for name, ratios in summary.items():
+        print(f"   {name:<27} " + ", ".join(f"{hw} {r:.1%}" for hw, r in zip(hws, ratios)))
     label, ratios = min(summary.items(), key=lambda kv: max(kv[1]))
     print(f"best: {label} needs {max(ratios):.1%} of the grid's GPU-hours (median over {args.seeds} seeds)")
     return 0
