@@ -153,3 +153,24 @@ def test_an_enqueued_seed_outside_the_valid_space_is_skipped(compose: Compose, t
         "{spec.budget:4,spec.topk:8,spec.window:2048},{spec.budget:8,spec.topk:4,spec.window:2048}]",))
     assert study.trials[0].params == {"spec.budget": 8, "spec.topk": 4, "spec.window": 2048}
     assert not job.crashed and all(r["topk"] <= r["budget"] <= 8 for r in job.ran)
+
+
+def test_every_point_of_the_llamacpp_space_passes_the_config_check(compose: Compose) -> None:
+    """The other ready-made space (draft length for llama.cpp), composed as ``python -m sweep``
+    composes it (the server's group defaults inserted), in every quirks mode."""
+    from sweep.compose.group_defaults import implied
+
+    base = implied(["server=llamacpp", "hydra/sweeper/space=llamacpp"])
+    cfg = compose(base)
+    node = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True)
+    assert isinstance(node, dict)
+    node.pop("_target_", None)
+    space = _space.parse(_impl.Settings.from_kwargs({**node, "storage": "memory"}).params, [])
+    source = _rules.ConfigSource(lambda lines: compose(base + lines), space, cfg.hydra.runtime.choices.keys())
+    for mode in _rules.QUIRK_MODES:
+        rules = _rules.Rules(source, mode)
+        points = rules.valid_points()
+        assert points is not None and len(points) == 6, rules.summary()
+        for p in points:
+            checked = from_omegaconf(source.view(p, list(rules.check(p).workaround)))  # raises ConfigError
+            assert checked.spec.budget == p["spec.budget"]
