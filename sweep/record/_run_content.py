@@ -136,8 +136,8 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
             if (v := _number(cell.get(name))) is not None:
                 out.append((f"{prefix}.ctx{int(cell.context)}", v, int(cell.concurrency)))
         ci = cell.output_tok_s_ci  # workload.repeats > 1: the mean above and its 95% interval
-        for side, raw in zip(("tok_s_ci_low", "tok_s_ci_high"), ci or ()):
-            if (v := _number(raw)) is not None:
+        for side, bound in zip(("tok_s_ci_low", "tok_s_ci_high"), ci or ()):
+            if (v := _number(bound)) is not None:
                 out.append((f"{side}.ctx{int(cell.context)}", v, int(cell.concurrency)))
     pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
     if pred is not None:
