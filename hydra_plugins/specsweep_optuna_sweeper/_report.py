@@ -11,8 +11,8 @@ Only feasible trials are ever reported: Optuna 5's ``best_trial`` /
 constrained, and FAIL trials have no value at all.
 
 The best is not named alone when noise cannot tell it from others: the project's
-tie rule (``sweep.score.noise.tied_within_noise``, the same one ``python -m
-sweep.report`` applies) lists the runners-up whose 95% interval overlaps the
+tie rule (``sweep.score.noise.tied_within_noise``, the one any report is to
+apply) lists the runners-up whose 95% interval overlaps the
 best's (intervals come from ``workload.repeats``; a config measured once has none).
 """
 
