@@ -65,7 +65,7 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
     """Run ``requests`` requests on a fresh llama-server; per-request rows and totals."""
     import launchers
     from sweep.bench import acceptance
-    from sweep.bench.matrix import run_matrix
+    from sweep.bench.matrix import run_matrix, server_options
     from sweep.compose.config import from_omegaconf, replace
     from sweep.compose.cmdline import compose
     from sweep.compose.render import render
@@ -77,7 +77,7 @@ def crosscheck(overrides: Sequence[str], *, requests: int, max_tokens: int,
     launcher = launchers.get_launcher(cfg.launcher)
     try:
         handle = launcher.ensure(render(cfg), cfg.server, workdir)
-        cells = run_matrix(handle.base_url, wl, cfg.model.served_name, progress=False)
+        cells = run_matrix(handle.base_url, wl, cfg.model.served_name, progress=False, **server_options(cfg))
     finally:
         launchers.stop_all(force=True)
     counted = acceptance.apply(cells, acceptance.RequestReader(cfg.server.acceptance.get("request")))

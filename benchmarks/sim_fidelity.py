@@ -10,6 +10,10 @@ in-sample fit -- is the honest measure of the twin. Last line:
 
     leave-one-out: median |error| X%, max |error| Y%
 
+Before the table: each measured coding eval beside the full fit's prediction
+at the simulator's answer lengths (sweep/sim/answers.yaml): its mean is not a
+fitted point, since the source gives only two of the five answers' lengths.
+
     python benchmarks/sim_fidelity.py [--measured benchmarks/measured]
 """
 
@@ -26,6 +30,35 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def coding_lines(files: list[Path], fitted: dict) -> list[str]:
+    """Measured coding evals vs the twin (in-sample constants, the sim's answer lengths)."""
+    import json
+
+    from sweep.sim.constants import box_name
+    from sweep.sim.predict import predict_coding
+
+    lines = []
+    for path in files:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        coding = doc.get("coding") or {}
+        box = box_name(doc["config"]["hardware"])
+        if not coding.get("mean_tok_s") or box not in fitted:
+            continue
+        pred = predict_coding(doc["config"], calibration=fitted[box])
+        lines.append(f"coding eval {path.name} (fitted {box} twin, the sim's answer lengths):")
+        lines.append(f"  {'problem':<14} {'answer length':<22}  {'measured':>9}  {'predicted':>9}  {'error':>7}")
+        for real, sim in zip(coding["problems"], pred["problems"]):
+            measured = f"{real['tok_s']:>9.2f}" if real.get("tok_s") else f"{'-':>9}"
+            err = f"{100 * (sim['tok_s'] / real['tok_s'] - 1):>+6.1f}%" if real.get("tok_s") else f"{'':>7}"
+            src = "measured" if sim["length_source"].startswith("measured") else "estimate"
+            lines.append(f"  {sim['name']:<14} {sim['completion_tokens']:>5} tok ({src:<8})  {measured}  "
+                         f"{sim['tok_s']:>9.2f}  {err}")
+        err = 100 * (pred["mean_tok_s"] / coding["mean_tok_s"] - 1)
+        lines.append(f"  {'mean':<37}  {coding['mean_tok_s']:>9.2f}  {pred['mean_tok_s']:>9.2f}  {err:>+6.1f}%"
+                     "  (estimated lengths come from these figures: a consistency check)")
+    return lines
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--measured", type=Path, default=ROOT / "benchmarks" / "measured",
@@ -36,7 +69,8 @@ def main() -> int:
     from sweep.sim.fit import fit
     from sweep.sim.measured import load, predict_point
 
-    points = load([args.measured]).points
+    loaded = load([args.measured])
+    points = loaded.points
     if len(points) < 2:
         print(f"error: --measured: need at least 2 measured points under {args.measured}", file=sys.stderr)
         return 2
@@ -44,6 +78,8 @@ def main() -> int:
     full = fit(points)
     width = max(len(pt.label) for pt in points)
     print(f"{len(points)} measured points from {args.measured}")
+    for line in coding_lines([path for path, _ in loaded.files], full.calibrations):
+        print(line)
     print(f"{'left-out point':<{width}}  {'measured':>9}  {'predicted':>9}  {'error':>7}  {'in-sample':>9}")
     errors = []
     for i, point in enumerate(points):

@@ -92,6 +92,7 @@ def _import_sglang(name: str) -> types.ModuleType:
     # we only inspect the parser, so undo that for the rest of the test run.
     env_before = dict(os.environ)
     try:
+        _import_package_without_hf_patches()
         return importlib.import_module(name)
     except ImportError as exc:
         raise ImportError(
@@ -109,6 +110,81 @@ def _import_sglang(name: str) -> types.ModuleType:
         for key, value in env_before.items():
             if os.environ.get(key) != value:
                 os.environ[key] = value
+
+
+def _import_package_without_hf_patches() -> None:
+    """Import the top-level ``sglang`` package with ``transformers`` hidden.
+
+    ``sglang/__init__`` patches transformers' model classes when transformers
+    is importable, which imports ``transformers.models.llama`` -> torch
+    dynamo -> ``triton.language`` (absent from the stub above). Neither the
+    parser, the protocol models nor bench_serving need those patches (they
+    are for loading models), and SGLang skips them itself when transformers
+    is missing; so transformers is hidden only while the package's
+    ``__init__`` runs, then importable again (bench_serving loads its
+    tokenizer with it).
+    """
+    if "sglang" in sys.modules:
+        return
+    saved = sys.modules.get("transformers")
+    sys.modules["transformers"] = None  # type: ignore[assignment]  # import -> ImportError
+    try:
+        importlib.import_module("sglang")
+    finally:
+        if saved is None:
+            del sys.modules["transformers"]
+        else:
+            sys.modules["transformers"] = saved
+
+
+BENCH_SERVING_MODULE = "sglang.benchmark.serving"
+PD_UTILS_MODULE = "sglang.srt.disaggregation.utils"
+
+
+def bench_serving_module() -> types.ModuleType:
+    """SGLang's own benchmark client (``python -m sglang.bench_serving``) on a CPU box.
+
+    Two incidental imports are kept out, the code that benchmarks is not:
+
+    * transformers' ``AutoTokenizer`` is imported first, before the triton
+      stub exists, so torch's import-time probe finds no triton (its
+      ``torch._dynamo`` would otherwise read ``triton.language``);
+    * ``sglang.srt.disaggregation.utils`` is replaced by a module holding
+      only ``FAKE_BOOTSTRAP_HOST``: bench_serving imports nothing else from
+      it (it is the bootstrap host of PD-disaggregated serving), while the
+      real module pulls in torch.distributed, every model config and
+      torchvision. The constant is read from the installed source, not
+      copied here.
+    """
+    require_sglang()
+    if BENCH_SERVING_MODULE in sys.modules:
+        return sys.modules[BENCH_SERVING_MODULE]
+    import transformers  # noqa: F401  (before the stub; see above)
+    from transformers import AutoTokenizer  # noqa: F401
+
+    _import_sglang("sglang.srt.disaggregation")
+    if PD_UTILS_MODULE not in sys.modules:
+        sys.modules[PD_UTILS_MODULE] = _pd_utils_stub()
+    return _import_sglang(BENCH_SERVING_MODULE)
+
+
+def _pd_utils_stub() -> types.ModuleType:
+    # STUB for sglang.srt.disaggregation.utils (see bench_serving_module):
+    # only FAKE_BOOTSTRAP_HOST, parsed from the installed file.
+    import ast
+
+    spec = importlib.util.find_spec(PD_UTILS_MODULE)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+    mod = types.ModuleType(PD_UTILS_MODULE)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "FAKE_BOOTSTRAP_HOST"):
+            mod.FAKE_BOOTSTRAP_HOST = ast.literal_eval(node.value)  # type: ignore[attr-defined]
+    if not hasattr(mod, "FAKE_BOOTSTRAP_HOST"):
+        raise ImportError(f"{PD_UTILS_MODULE} defines no FAKE_BOOTSTRAP_HOST in sglang {installed_version()}")
+    setattr(mod, STUB_MARK, True)
+    return mod
 
 
 def server_args_module() -> types.ModuleType:

@@ -1,4 +1,4 @@
-"""One streamed chat completion, measured the way an inference engineer trusts.
+"""One streamed completion (or chat completion), measured the way peers define it.
 
 Why this shape:
 
@@ -6,19 +6,29 @@ Why this shape:
   never from counting chunks: with speculative decoding one chunk carries
   several tokens (a DDTree step emits ~4.5). A server that sends no usage
   makes the request an error of kind ``no_usage`` rather than a guess.
-* Timing is per chunk *arrival* (one network read): TTFT is the arrival of
-  the first content, ITL the gaps between later arrivals that carry
-  content, and TPOT = (e2e - ttft) / (completion_tokens - 1), which stays
-  honest when chunks carry several tokens.
-* SGLang's ``meta_info`` (``return_meta_info``) gives ``spec_verify_ct``,
-  so accept length = completion_tokens / spec_verify_ct per request.
+* The clock starts when the request's bytes are handed to the transport
+  (:mod:`sweep.bench.transport`: one write, JSON encoded beforehand), or at
+  the scheduled arrival for open-loop traffic. Every SSE event with content
+  is timestamped at the network read that carried it.
+* TTFT = first content event; e2e = the ``[DONE]`` event (SGLang's
+  bench_serving: the last line read); TPOT = (e2e - ttft) /
+  (completion_tokens - 1), as SGLang's and vLLM's benchmarks define it.
+  Two inter-token figures, named apart (docs/ARCHITECTURE.md):
+  ``step_s`` = the gap between consecutive content events (one verify step
+  with speculative decoding; what vLLM's ``bench serve`` calls ITL) and
+  ``itl_s`` = per token, each gap spread over the tokens its event carries
+  (SGLang's bench_serving). Tokens per event come from running usage
+  (``continuous_usage_stats``) when the server sends it, else the request's
+  tokens after the first are split evenly over its events.
+* SGLang's speculative counters (``meta_info`` / ``sglext``) give
+  ``spec_verify_ct``, so accept length = completion_tokens / spec_verify_ct.
 * Every way a request can go wrong (unreachable, 4xx/5xx, a body that is not
   JSON, a malformed SSE event, a disconnect mid-stream, a timeout) becomes an
   error *kind* on the record, never an exception: failed requests must be
   counted and shown, not silently skew or abort a cell.
 
-The API key travels only in the Authorization header of the client; no
-record, detail string or log line ever contains it.
+The API key travels only in the Authorization header; no record, detail
+string or log line ever contains it.
 """
 
 from __future__ import annotations
@@ -26,17 +36,27 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from sweep import secrets
 from sweep.bench.sse import Stream, as_int, loads
-
-if TYPE_CHECKING:
-    import httpx
+from sweep.bench.transport import HttpConnection, TransportError
 
 CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
 MAX_ERROR_BODY = 2048
 MAX_PLAIN_BODY = 4 * 1024 * 1024
+
+try:  # orjson encodes a long prompt ~10x faster than json
+    import orjson as _orjson
+
+    def encode_json(obj: Any) -> bytes:
+        return _orjson.dumps(obj)
+except ImportError:  # pragma: no cover - depends on the environment
+    import json as _json
+
+    def encode_json(obj: Any) -> bytes:
+        return _json.dumps(obj, separators=(",", ":")).encode()
 
 # Error kinds (plus ``http_<status>``), documented in one place.
 ERROR_KINDS = {
@@ -61,10 +81,11 @@ class RequestResult:
     error: str | None = None
     detail: str | None = None
     status: int | None = None
-    started: float = 0.0              # time.perf_counter() at send
+    started: float = 0.0              # time.perf_counter() when the request was handed to the transport
     ttft_s: float | None = None
     e2e_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)   # gaps between content arrivals
+    chunk_t: list[float] = field(default_factory=list)     # perf_counter of each content event
+    chunk_tokens: list[int] = field(default_factory=list)  # running completion_tokens at each (if sent)
     chunks: int = 0                   # SSE events with content (not tokens!)
     completion_tokens: int | None = None   # from usage
     prompt_tokens: int | None = None       # from usage
@@ -75,6 +96,47 @@ class RequestResult:
     finish_reason: str | None = None
     text: str = ""
     retries: int = 0                  # re-sent after a kept-alive connection closed unanswered
+
+    @property
+    def step_s(self) -> list[float]:
+        """Gaps between consecutive content events (one verify step each)."""
+        t = self.chunk_t
+        return [t[i] - t[i - 1] for i in range(1, len(t))]
+
+    @property
+    def tokens_counted(self) -> bool:
+        """True when the server said how many tokens each event carried."""
+        return len(self.chunk_tokens) == len(self.chunk_t) > 0
+
+    def itl_s(self) -> list[float]:
+        """Inter-token latencies, one per token after the first event (SGLang's definition).
+
+        Each gap between content events is spread evenly over the tokens the
+        later event carries; an event that adds no token passes its gap on.
+        """
+        t = self.chunk_t
+        if len(t) < 2:
+            return []
+        per_event = self._tokens_per_event()
+        out: list[float] = []
+        last = t[0]
+        for i in range(1, len(t)):
+            k = per_event[i]
+            if k <= 0:
+                continue
+            gap = (t[i] - last) / k
+            out.extend([gap] * k)
+            last = t[i]
+        return out
+
+    def _tokens_per_event(self) -> list[int]:
+        n = len(self.chunk_t)
+        if self.tokens_counted:
+            cum = self.chunk_tokens
+            return [cum[0]] + [cum[i] - cum[i - 1] for i in range(1, n)]
+        rest = max(0, (self.completion_tokens or n) - 1)  # the first event: prefill's one token
+        base, extra = divmod(rest, n - 1) if n > 1 else (0, 0)
+        return [1] + [base + (1 if i <= extra else 0) for i in range(1, n)]
 
     @property
     def tpot_s(self) -> float | None:
@@ -115,23 +177,37 @@ class RequestResult:
         return self
 
 
-def build_payload(model: str, prompt: str, *, max_tokens: int, temperature: float = 0.0,
-                  ignore_eos: bool = False, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The chat request body: streaming with usage, plus the server's extras.
+def path_for(endpoint: str) -> str:
+    """The URL path of ``server.endpoint`` (completions | chat)."""
+    return CHAT_PATH if endpoint == "chat" else COMPLETIONS_PATH
 
-    ``extra`` comes from ``server.request_extras`` in YAML: which field asks
-    for speculative counters differs by server and version (SGLang 0.5.23
-    refuses ``return_meta_info`` on a stream and streams
+
+def build_payload(model: str, prompt: str | Sequence[int], *, max_tokens: int, temperature: float = 0.0,
+                  ignore_eos: bool = False, extra: Mapping[str, Any] | None = None,
+                  endpoint: str = "chat", stream: bool = True,
+                  continuous_usage: bool = False) -> dict[str, Any]:
+    """The request body: streaming with usage, plus the server's extras.
+
+    ``endpoint`` chat sends ``messages`` (the server applies its chat
+    template); completions sends ``prompt`` as given: text, or a list of
+    token ids (counted by the server exactly as sent). ``extra`` comes from
+    ``server.request_extras`` in YAML: which field asks for speculative
+    counters differs by server and version (SGLang 0.5.23 refuses
+    ``return_meta_info`` on a stream and streams
     ``sglext.spec_tokens_details`` for ``return_spec_tokens_details``).
+    ``continuous_usage`` asks for running usage on every chunk.
     """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    body: dict[str, Any] = {"model": model}
+    if endpoint == "chat":
+        text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
+    body.update({"max_tokens": max_tokens, "temperature": temperature, "stream": stream})
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+        if continuous_usage:
+            body["stream_options"]["continuous_usage_stats"] = True
     if ignore_eos:
         body["ignore_eos"] = True  # SGLang/vLLM extension: always produce max_tokens
     if extra:
@@ -139,143 +215,125 @@ def build_payload(model: str, prompt: str, *, max_tokens: int, temperature: floa
     return body
 
 
-def _ssl_context() -> Any:
-    """One TLS context for every client (building one per client costs ~60 ms)."""
-    global _SSL
-    if _SSL is None:
-        import httpx
-
-        _SSL = httpx.create_ssl_context(trust_env=False)
-    return _SSL
-
-
-_SSL: Any = None
-
-
 def make_client(base_url: str, *, concurrency: int = 1, api_key: str | None = None,
-                timeout_s: float = 600.0) -> "httpx.AsyncClient":
-    """An AsyncClient whose keep-alive pool holds ``concurrency`` connections.
-
-    A smaller pool would queue requests inside the client and show up as
-    server TTFT; a larger one is pointless in a closed loop. For many
-    connections prefer :func:`make_clients`.
-    """
-    import httpx
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    limits = httpx.Limits(max_connections=max(1, concurrency),
-                          max_keepalive_connections=max(1, concurrency))
-    timeout = httpx.Timeout(connect=min(10.0, timeout_s), read=timeout_s, write=timeout_s, pool=None)
-    # trust_env=False: an HTTP(S)_PROXY meant for the internet must not carry benchmark traffic.
-    return httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=timeout,
-                             trust_env=False, verify=_ssl_context())
+                timeout_s: float = 600.0) -> HttpConnection:
+    """One keep-alive connection for streamed requests (``concurrency`` is 1 per connection:
+    use :func:`make_clients` for more). Usable as ``async with``."""
+    return HttpConnection(base_url, api_key=api_key, connect_timeout=min(10.0, timeout_s))
 
 
 def make_clients(base_url: str, n: int, *, api_key: str | None = None,
-                 timeout_s: float = 600.0) -> list["httpx.AsyncClient"]:
-    """``n`` single-connection clients: together, a keep-alive pool of ``n``.
-
-    Why not one client with ``n`` connections: httpcore's pool rescans all
-    its connections (quadratically) whenever a request starts or ends, which
-    at concurrency 128 costs more CPU than reading the streams. One
-    connection per in-flight slot is the same pool without that cost.
-    """
-    return [make_client(base_url, concurrency=1, api_key=api_key, timeout_s=timeout_s)
-            for _ in range(max(1, n))]
+                 timeout_s: float = 600.0) -> list[HttpConnection]:
+    """``n`` connections: one per in-flight slot of a closed loop."""
+    return [make_client(base_url, api_key=api_key, timeout_s=timeout_s) for _ in range(max(1, n))]
 
 
-async def stream_chat(client: "httpx.AsyncClient", payload: dict[str, Any], *,
-                      timeout_s: float = 600.0, keep_text: bool = True,
-                      path: str = CHAT_PATH, started: float | None = None) -> RequestResult:
-    """Send one streaming request and measure it; never raises (except cancellation).
-
-    ``started`` (a ``time.perf_counter()`` value) lets an open-loop caller
-    measure TTFT and e2e from the request's scheduled arrival rather than
-    from when a connection became free (no coordinated omission).
-    """
+def make_admin_client(base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> "Any":
+    """An httpx client for the small requests around a cell (flush, tokenize, probes)."""
     import httpx
 
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    # trust_env=False: an HTTP(S)_PROXY meant for the internet must not carry benchmark traffic.
+    return httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, trust_env=False,
+                             timeout=httpx.Timeout(timeout_s), verify=_ssl_verify())
+
+
+def _ssl_verify() -> Any:
+    from sweep.bench.transport import _ssl_context
+
+    return _ssl_context()
+
+
+async def stream_request(conn: HttpConnection, payload: dict[str, Any] | bytes, *, path: str = CHAT_PATH,
+                         timeout_s: float = 600.0, keep_text: bool = True,
+                         started: float | None = None) -> RequestResult:
+    """Send one streaming request and measure it; never raises (except cancellation).
+
+    ``payload`` may be pre-encoded JSON bytes (the matrix encodes before its
+    window). ``started`` (a ``time.perf_counter()`` value) lets an open-loop
+    caller measure TTFT and e2e from the request's scheduled arrival rather
+    than from when a connection became free (no coordinated omission).
+    """
+    body = payload if isinstance(payload, bytes) else encode_json(payload)
+    request = conn.encode("POST", path, body)
     rec = RequestResult(started=time.perf_counter() if started is None else started)
+    st = Stream(rec)
     try:
         async with asyncio.timeout(timeout_s):
             try:
-                await _run(client, payload, rec, path, keep_text)
-            except httpx.RemoteProtocolError:
-                if rec.status is not None or rec.retries:
+                await _run(conn, request, rec, st, started is None)
+            except TransportError as exc:
+                if not exc.unanswered or rec.retries:
                     raise
                 # The server closed a kept-alive connection before any byte of an answer:
                 # the request never reached it (llama-server closes the connection after
                 # every streamed response although it advertises Keep-Alive, so reusing
                 # one races its close). Sent once more, on a new connection, and counted.
                 rec.retries += 1
-                await _run(client, payload, rec, path, keep_text)
+                st = Stream(rec)
+                await _run(conn, request, rec, st, started is None)
     except TimeoutError:
         rec.fail("timeout", f"no complete answer within {timeout_s:g} s")
-    except httpx.TimeoutException as exc:
-        rec.fail("connect" if isinstance(exc, httpx.ConnectTimeout) else "timeout", type(exc).__name__)
-    except httpx.ConnectError as exc:
-        rec.fail("connect", str(exc) or type(exc).__name__)
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
-        rec.fail("disconnect", str(exc) or type(exc).__name__)
-    except httpx.DecodingError as exc:
-        rec.fail("bad_json", str(exc))
-    except httpx.HTTPError as exc:
-        rec.fail("http_error", f"{type(exc).__name__}: {exc}")
+    except TransportError as exc:
+        rec.fail(exc.kind, str(exc))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a record, never a traceback
         rec.fail("exception", f"{type(exc).__name__}: {exc}")
+    else:
+        if rec.error is None:
+            _finish(rec, st, keep_text)
     if rec.e2e_s is None:
         rec.e2e_s = time.perf_counter() - rec.started
     if not keep_text:
         rec.text = ""
     if rec.detail:  # a server that echoes the key in an error body must not leak it into results
-        key = client.headers.get("authorization", "").partition(" ")[2]
+        key = conn.headers.get("authorization", "").partition(" ")[2]
         if key:
             rec.detail = secrets.mask_text(rec.detail, {key})
     return rec
 
 
-async def _run(client: "httpx.AsyncClient", payload: dict[str, Any], rec: RequestResult,
-               path: str, keep_text: bool) -> None:
-    async with client.stream("POST", path, json=payload) as resp:
-        rec.status = resp.status_code
-        if resp.status_code >= 400:
-            body = await _read_capped(resp, MAX_ERROR_BODY)
-            rec.fail(f"http_{resp.status_code}", _error_message(body))
-            return
-        ctype = resp.headers.get("content-type", "")
-        st = Stream(rec)
-        if "text/event-stream" not in ctype:
-            body = await _read_capped(resp, MAX_PLAIN_BODY)
-            if not body.lstrip().startswith(b"data:"):
-                _plain_body(rec, body)
-                return
+async def stream_chat(conn: HttpConnection, payload: dict[str, Any] | bytes, *, timeout_s: float = 600.0,
+                      keep_text: bool = True, path: str = CHAT_PATH,
+                      started: float | None = None) -> RequestResult:
+    """:func:`stream_request` on the chat endpoint (the coding eval's)."""
+    return await stream_request(conn, payload, path=path, timeout_s=timeout_s, keep_text=keep_text,
+                                started=started)
+
+
+async def _run(conn: HttpConnection, request: bytes, rec: RequestResult, st: Stream, own_clock: bool) -> None:
+    plain = bytearray()
+
+    def on_head(status: int, headers: dict[str, str]) -> Any:
+        rec.status = status
+        if status < 400 and "text/event-stream" in headers.get("content-type", ""):
+            return st.data
+        cap = MAX_ERROR_BODY if status >= 400 else MAX_PLAIN_BODY
+
+        def keep(piece: bytes, _now: float) -> None:
+            if len(plain) < cap:
+                plain.extend(piece[:cap - len(plain)])
+        return keep
+
+    def clock(t: float) -> None:
+        if own_clock:
+            rec.started = t
+
+    await conn.send(request, on_head, clock)
+    if rec.status is not None and rec.status >= 400:
+        rec.fail(f"http_{rec.status}", _error_message(bytes(plain)))
+    elif plain or not st.seen:
+        body = bytes(plain)
+        if not body.lstrip().startswith(b"data:"):
+            _plain_body(rec, body)
+        else:  # an SSE body without the SSE content type (some proxies relabel it)
             body = body.replace(b"\r\n", b"\n")
-            _, err = st.feed(body if body.endswith(b"\n\n") else body + b"\n\n", time.perf_counter())
-        else:
-            err = None
-            buf = b""
-            async for piece in resp.aiter_bytes():
-                if st.done:  # drain the end of the body so the connection stays pooled
-                    continue
-                now = time.perf_counter()
-                buf = buf + piece if buf else piece
-                if buf.find(b"\r") >= 0:  # CRLF line ends (find is cheaper than `in` here)
-                    buf = buf.replace(b"\r\n", b"\n")
-                buf, err = st.feed(buf, now)
-                if err:
-                    break
-                if st.done:
-                    rec.e2e_s = now - rec.started
-            if not err and not st.done and buf.strip():
-                _, err = st.feed(buf + b"\n\n", time.perf_counter())
-    if rec.e2e_s is None:
-        rec.e2e_s = time.perf_counter() - rec.started
-    _finish(rec, st, err, keep_text)
+            st.data(body if body.endswith(b"\n\n") else body + b"\n\n", time.perf_counter())
 
 
-def _finish(rec: RequestResult, st: Stream, err: str | None, keep_text: bool) -> None:
+def _finish(rec: RequestResult, st: Stream, keep_text: bool) -> None:
+    err = st.err
     if keep_text or err:
         rec.text = "".join(st.parts)
     rec.finish_reason = st.finish
@@ -311,15 +369,6 @@ def _plain_body(rec: RequestResult, body: bytes) -> None:
         rec.fail("server_error", _error_message(body))
     else:
         rec.fail("not_streamed", "expected an SSE stream, got a JSON body")
-
-
-async def _read_capped(resp: "httpx.Response", cap: int) -> bytes:
-    out = bytearray()
-    async for piece in resp.aiter_bytes():
-        out += piece
-        if len(out) >= cap:
-            break
-    return bytes(out[:cap])
 
 
 def _error_message(body: bytes) -> str:

@@ -1,8 +1,12 @@
 """The context x concurrency throughput matrix.
 
-For each cell: flush the server's prefix cache (so nothing measured is a
-cache hit left by an earlier cell or trial), run unmeasured warmup
-requests, then ``workload.requests_for(concurrency)`` measured requests,
+For each cell: build the prompts (sized to the cell's context with the
+server's own token count, :mod:`sweep.bench.sizing`), open all
+``concurrency`` connections and warm each one up (``workload.
+warmup_requests`` unmeasured requests per connection, so no connection is
+opened or first used inside the window), flush the server's prefix cache
+(so nothing measured is a cache hit left by the warm-up, an earlier cell or
+trial), then send ``workload.requests_for(concurrency)`` measured requests,
 closed loop with ``concurrency`` in flight (or Poisson arrivals capped at
 ``concurrency`` in flight when ``workload.request_rate`` is set).
 
@@ -18,9 +22,19 @@ Definitions (per cell, over the measured phase only):
   sums rather than a mean of ratios, because with multi-token chunks one
   request whose answer arrives in a single burst has e2e - ttft near 0 and
   would make a mean of per-request ratios explode.
-* ``ttft/itl/tpot/e2e`` percentiles in ms (linear interpolation); ITL is
-  pooled over every gap between content arrivals of every request; TPOT is
-  per request (e2e - ttft) / (completion_tokens - 1).
+* ``ttft/itl/step/tpot/e2e`` percentiles in ms (linear interpolation, as
+  numpy's default). ``itl_ms``: per token, pooled over every request, each
+  gap between content events spread over the tokens the later event carries
+  (SGLang's bench_serving); ``step_ms``: the gaps between content events
+  themselves (one verify step with speculative decoding; vLLM's ``bench
+  serve`` ITL); ``itl_tokens`` says whether tokens per event were counted by
+  the server (running usage) or estimated (an even split). TPOT is per
+  request (e2e - ttft) / (completion_tokens - 1).
+* ``prompt_tokens_mean``: the mean ``usage.prompt_tokens`` the server
+  reported for the cell's measured requests (the context actually sent);
+  ``prompt_sizing`` how the prompts were sized: ``tokenize`` (the server's
+  route, exact), ``probe`` (one-token probes: exact on average), ``exact``
+  (token ids) or ``approx`` (the server could not count: ~4 chars/token).
 * ``accept_len``: sum(completion_tokens) / sum(spec_verify_ct) over
   successful requests carrying spec counters (None without them).
 * ``errors`` / ``error_kinds``: failed requests, counted and shown.
@@ -36,25 +50,28 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from sweep.bench.acceptance import accept_len_of, spec_sums
-from sweep.bench.client import RequestResult, build_payload, make_client, make_clients, stream_chat
-from sweep.bench.prompts import PromptFactory
+from sweep.bench.client import (RequestResult, build_payload, encode_json, make_admin_client, make_clients,
+                                path_for, stream_request)
+from sweep.bench.sizing import PromptMaker
 
 if TYPE_CHECKING:
     import httpx
 
+    from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
 
 # Exactly the cell keys of result.json (docs/ARCHITECTURE.md).
 CELL_KEYS = (
     "context", "concurrency", "requests", "errors", "error_kinds",
     "output_tok_s", "per_stream_tok_s",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
-    "itl_ms_p50", "itl_ms_p90", "itl_ms_p99",
+    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "ttft_ms_mean",
+    "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_tokens",
+    "step_ms_p50", "step_ms_p90", "step_ms_p99",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-    "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "duration_s",
+    "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
     "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
 )
 
@@ -73,9 +90,14 @@ class CellResult:
     ttft_ms_p50: float | None
     ttft_ms_p90: float | None
     ttft_ms_p99: float | None
+    ttft_ms_mean: float | None
     itl_ms_p50: float | None
     itl_ms_p90: float | None
     itl_ms_p99: float | None
+    itl_tokens: str | None        # counted (running usage) | estimated (even split)
+    step_ms_p50: float | None
+    step_ms_p90: float | None
+    step_ms_p99: float | None
     tpot_ms_p50: float | None
     tpot_ms_p90: float | None
     tpot_ms_p99: float | None
@@ -89,6 +111,8 @@ class CellResult:
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
+    prompt_sizing: str | None = None   # tokenize | probe | exact (token ids) | approx (no server count)
+    client_cpu_s: float = 0.0     # this process's CPU time during the measured window
     repeats: int = 1              # workload.repeats (sweep/bench/repeats.py); figures are means
     output_tok_s_ci: list[float] | None = None
     per_stream_tok_s_ci: list[float] | None = None
@@ -126,7 +150,10 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
             kinds[r.error or "unknown"] = kinds.get(r.error or "unknown", 0) + 1
     tokens = sum(r.completion_tokens or 0 for r in ok)
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
-    itl = [g for r in ok for g in r.itl_s]
+    itl = [g for r in ok for g in r.itl_s()]
+    step = [g for r in ok for g in r.step_s]
+    timed = [r for r in ok if len(r.chunk_t) > 1]
+    itl_tokens = None if not timed else ("counted" if all(r.tokens_counted for r in timed) else "estimated")
     tpot = [t for t in (r.tpot_s for r in ok) if t is not None]
     e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
     decoding = [r for r in ok if r.completion_tokens and r.e2e_s is not None and r.ttft_s is not None]
@@ -140,13 +167,15 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
         output_tok_s=round(tokens / duration_s, 3) if duration_s > 0 else 0.0,
         per_stream_tok_s=round(decode_tokens / decode_s, 3) if decode_s > 0 else None,
         ttft_ms_p50=_ms(ttft, 50), ttft_ms_p90=_ms(ttft, 90), ttft_ms_p99=_ms(ttft, 99),
-        itl_ms_p50=_ms(itl, 50), itl_ms_p90=_ms(itl, 90), itl_ms_p99=_ms(itl, 99),
+        ttft_ms_mean=round(sum(ttft) / len(ttft) * 1000.0, 3) if ttft else None,
+        itl_ms_p50=_ms(itl, 50), itl_ms_p90=_ms(itl, 90), itl_ms_p99=_ms(itl, 99), itl_tokens=itl_tokens,
+        step_ms_p50=_ms(step, 50), step_ms_p90=_ms(step, 90), step_ms_p99=_ms(step, 99),
         tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
         e2e_ms_p50=_ms(e2e, 50), e2e_ms_p90=_ms(e2e, 90), e2e_ms_p99=_ms(e2e, 99),
         accept_len=accept_len_of(spec_tokens, spec_verify),
         completion_tokens=tokens,
         prompt_tokens_mean=round(sum(prompt) / len(prompt), 2) if prompt else None,
-        duration_s=round(duration_s, 4), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,
+        duration_s=round(duration_s, 6), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,
         results=list(results),
     )
 
@@ -183,15 +212,15 @@ async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
     return "failed"
 
 
-async def _closed_loop(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[str, Any]],
+async def _closed_loop(clients: Sequence["HttpConnection"], payloads: list[bytes], path: str,
                        timeout_s: float, on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
-    """Keep one request in flight per client until every payload was sent."""
+    """Keep one request in flight per connection until every payload was sent."""
     results: list[RequestResult | None] = [None] * len(payloads)
     todo = iter(range(len(payloads)))
 
-    async def worker(client: "httpx.AsyncClient") -> None:
+    async def worker(client: "HttpConnection") -> None:
         for i in todo:  # shared iterator: next() never awaits, so no lock is needed
-            rec = await stream_chat(client, payloads[i], timeout_s=timeout_s, keep_text=False)
+            rec = await stream_request(client, payloads[i], path=path, timeout_s=timeout_s, keep_text=False)
             results[i] = rec
             on_done(rec)
 
@@ -199,7 +228,7 @@ async def _closed_loop(clients: Sequence["httpx.AsyncClient"], payloads: list[di
     return [r for r in results if r is not None]
 
 
-async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[str, Any]],
+async def _poisson(clients: Sequence["HttpConnection"], payloads: list[bytes], path: str,
                    rate: float, seed: int, timeout_s: float,
                    on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
     """Send at Poisson arrival times (``rate`` req/s), at most one in flight per client.
@@ -209,7 +238,7 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
     from its scheduled arrival, so they include that wait.
     """
     rng = random.Random(seed)
-    idle: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+    idle: asyncio.Queue[HttpConnection] = asyncio.Queue()
     for c in clients:
         idle.put_nowait(c)
     t, offsets = 0.0, []
@@ -219,12 +248,12 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
 
     base = time.perf_counter()
 
-    async def one(payload: dict[str, Any], at: float) -> RequestResult:
+    async def one(payload: bytes, at: float) -> RequestResult:
         await asyncio.sleep(max(0.0, base + at - time.perf_counter()))
         client = await idle.get()
         try:
-            rec = await stream_chat(client, payload, timeout_s=timeout_s, keep_text=False,
-                                    started=base + at)
+            rec = await stream_request(client, payload, path=path, timeout_s=timeout_s, keep_text=False,
+                                       started=base + at)
         finally:
             idle.put_nowait(client)
         on_done(rec)
@@ -234,34 +263,67 @@ async def _poisson(clients: Sequence["httpx.AsyncClient"], payloads: list[dict[s
 
 
 async def run_cell(base_url: str, workload: "Workload", model_name: str, context: int,
-                   concurrency: int, prompts: PromptFactory, *, api_key: str | None = None,
+                   concurrency: int, prompts: PromptMaker, *, api_key: str | None = None,
                    on_done: Callable[[RequestResult], None] | None = None,
-                   seed: int = 0, request_extras: Mapping[str, Any] | None = None) -> CellResult:
-    """Warm up, then measure one cell with ``concurrency`` keep-alive connections."""
+                   request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
+                   continuous_usage: bool = False,
+                   flush: Callable[[], Awaitable[str]] | None = None) -> CellResult:
+    """Size the prompts, open and warm ``concurrency`` connections, flush, then measure one cell."""
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
+    path = path_for(endpoint)
 
-    def payloads(n: int) -> list[dict[str, Any]]:
-        return [build_payload(model_name, p, max_tokens=workload.max_tokens,
-                              temperature=workload.temperature, ignore_eos=workload.ignore_eos,
-                              extra=request_extras)
-                for p in prompts.batch(context, n)]
+    def payloads(texts: Sequence[Any], max_tokens: int) -> list[bytes]:
+        return [encode_json(build_payload(model_name, p, max_tokens=max_tokens, temperature=workload.temperature,
+                                          ignore_eos=workload.ignore_eos, extra=request_extras,
+                                          endpoint=endpoint, continuous_usage=continuous_usage))
+                for p in texts]
 
+    n = workload.requests_for(concurrency)
+    warm_n = workload.warmup_requests * concurrency
+    measured = payloads(await prompts.make(context, n), workload.max_tokens)
+    warm = payloads(await prompts.make(context, warm_n), min(workload.max_tokens, 32))
     clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
+    flushed = "skipped"
     try:
         with _quiet_gc():
-            if workload.warmup_requests:
-                await _closed_loop(clients, payloads(workload.warmup_requests), timeout_s, lambda _r: None)
-            measured = payloads(workload.requests_for(concurrency))
-            t0 = time.perf_counter()
+            await _open_and_warm(clients, warm, path, timeout_s)
+            if flush is not None:
+                flushed = await flush()
+            t0, c0 = time.perf_counter(), time.process_time()
             if workload.request_rate:
-                results = await _poisson(clients, measured, workload.request_rate, seed, timeout_s, on_done)
+                results = await _poisson(clients, measured, path, workload.request_rate, workload.seed,
+                                         timeout_s, on_done)
             else:
-                results = await _closed_loop(clients, measured, timeout_s, on_done)
-            duration = time.perf_counter() - t0
+                results = await _closed_loop(clients, measured, path, timeout_s, on_done)
+            duration, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
-    return aggregate(context, concurrency, results, duration)
+    cell = aggregate(context, concurrency, results, duration)
+    cell.flushed = flushed
+    cell.prompt_sizing = prompts.sizing
+    cell.client_cpu_s = cpu
+    return cell
+
+
+async def _open_and_warm(clients: Sequence["HttpConnection"], warm: list[bytes], path: str,
+                         timeout_s: float) -> None:
+    """Open every connection, then send each its share of the warm-up requests.
+
+    Warm-up failures are not counted (a dead server shows up in the
+    measured requests); they must only never leave a connection unopened.
+    """
+    from sweep.bench.transport import TransportError
+
+    async def one(i: int, client: "HttpConnection") -> None:
+        try:
+            await client.connect()
+        except TransportError:
+            return
+        for payload in warm[i::len(clients)]:
+            await stream_request(client, payload, path=path, timeout_s=timeout_s, keep_text=False)
+
+    await asyncio.gather(*(one(i, c) for i, c in enumerate(clients)))
 
 
 @contextmanager
@@ -289,7 +351,9 @@ def _quiet_gc(young_threshold: int = 50_000) -> Iterator[None]:
 
 async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
-                      seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+                      request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
+                      tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
+                      vocab_size: int | None = None,
                       on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     from sweep.bench.repeats import combine
@@ -298,32 +362,33 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
-    # Prompts are deterministic per seed so trials compare on the same text;
-    # without a working /flush_cache a reused server could have cached them,
-    # so they are salted with a fresh random namespace instead.
-    prompts = PromptFactory(seed, namespace="matrix")
     out: list[CellResult] = []
     with _progress_bar(progress) as bar:
         tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}",
                               total=workload.requests_for(conc) * repeats, tok_s="") for ctx, conc in cells]
-        async with make_client(base_url, concurrency=1, api_key=api_key, timeout_s=30.0) as admin:
-            flush_state = "skipped"
+        async with make_admin_client(base_url, api_key=api_key) as admin:
+            # Prompts are deterministic per seed so trials compare on the same text;
+            # without a working /flush_cache a reused server could have cached them,
+            # so they are salted with a fresh random namespace instead.
+            prompts = PromptMaker.for_server(admin, workload, endpoint=endpoint, model=model_name,
+                                             tokenize=tokenize, vocab_size=vocab_size, namespace="matrix")
+            state = {"flush": "skipped" if not do_flush else "unknown"}
+
+            async def flush_once() -> str:
+                if state["flush"] != "unsupported":
+                    state["flush"] = await flush_cache(admin)
+                if state["flush"] != "ok" and prompts.namespace == "matrix":
+                    prompts.renew(f"matrix-{os.urandom(6).hex()}")
+                return state["flush"]
+
             for (ctx, conc), task in zip(cells, tasks):
-                runs = []
-                for _ in range(repeats):
-                    if do_flush and flush_state != "unsupported":
-                        flush_state = await flush_cache(admin)
-                    if flush_state != "ok" and prompts.namespace == "matrix":
-                        prompts = PromptFactory(seed, namespace=f"matrix-{os.urandom(6).hex()}")
+                def done(rec: RequestResult, task: Any = task) -> None:
+                    bar.advance(task)
 
-                    def done(rec: RequestResult, task: Any = task) -> None:
-                        bar.advance(task)
-
-                    run = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
-                                         api_key=api_key, on_done=done, seed=seed,
-                                         request_extras=request_extras)
-                    run.flushed = flush_state
-                    runs.append(run)
+                runs = [await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                                       api_key=api_key, on_done=done, request_extras=request_extras,
+                                       endpoint=endpoint, continuous_usage=continuous_usage,
+                                       flush=flush_once if do_flush else None) for _ in range(repeats)]
                 pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
                                    sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
                 cell = combine(runs, pooled)
@@ -335,9 +400,20 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     return out
 
 
+def server_options(cfg: Any) -> dict[str, Any]:
+    """What :func:`run_matrix` needs to know about the server and model of a TrialConfig."""
+    server = cfg.server
+    vocab = (cfg.model.arch or {}).get("vocab_size")
+    return {"request_extras": server.request_extras, "endpoint": server.endpoint,
+            "tokenize": server.tokenize, "continuous_usage": server.continuous_usage,
+            "vocab_size": int(vocab) if vocab else None}
+
+
 def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
-               seed: int = 0, request_extras: Mapping[str, Any] | None = None,
+               request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
+               tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
+               vocab_size: int | None = None,
                on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
@@ -350,8 +426,10 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     cell that ends up in the returned list; whatever it raises stops the matrix
     and propagates (the trial's pruner uses this: sweep/trial/hooks.py).
     """
-    coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush, seed=seed,
-                                     request_extras=request_extras, on_cell=on_cell)
+    coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
+                                     request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
+                                     continuous_usage=continuous_usage, vocab_size=vocab_size,
+                                     on_cell=on_cell)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 

@@ -1,4 +1,4 @@
-"""Unique prompts of a target token length, built from real text.
+"""Unique prompts of a target token length: real text, a dataset, or token ids.
 
 Why real text: a speculative decoder's acceptance depends on what it reads
 and writes, so synthetic filler (repeated words, random tokens) makes
@@ -12,20 +12,34 @@ of other tools report up to 86%). Every prompt therefore starts with its own
 hex tag (derived from seed, namespace and a running counter) before any
 shared text, so two prompts never share more than the chat template.
 
-Token length is approximate on the client (about four characters per
-token for English and code); the server's ``usage.prompt_tokens`` is the
+Length: a prompt is drafted here as ``head + body[:n]`` (a :class:`Draft`)
+and :mod:`sweep.bench.sizing` picks ``n`` with the server's own token count,
+so the prompt has the asked number of tokens as the server counts them.
+Without a server, about four characters per token is the guess
+(:meth:`PromptFactory.make`). The server's ``usage.prompt_tokens`` is the
 figure that gets reported.
+
+Sources (``workload.prompt_source``): ``text`` (standard-library source,
+above), ``dataset`` (prompts of a JSONL file, each cut or repeated to the
+length; ShareGPT's ``conversations``, ``messages``, ``prompt`` or ``text``
+per line) and ``random_ids`` (random token ids below the vocabulary size,
+as SGLang's bench_serving ``random-ids``: exact length by construction,
+sent to the completions endpoint).
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import random
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 CHARS_PER_TOKEN = 4.0
+TAG_CHARS = 12  # every prompt starts with its own hex tag of this length
 # Enough distinct text that slices of short prompts rarely overlap.
 MIN_CORPUS_CHARS = 2_000_000
 
@@ -74,6 +88,21 @@ def _corpus(seed: int, min_chars: int) -> tuple[str, tuple[tuple[int, str], ...]
     return "".join(parts), tuple(starts)
 
 
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A prompt before its length is chosen: ``head + body[:n]``."""
+
+    head: str
+    body: str
+
+    def render(self, n: int) -> str:
+        return self.head + self.body[:max(0, n)]
+
+    @property
+    def max_chars(self) -> int:
+        return len(self.body)
+
+
 class PromptFactory:
     """Makes prompts that are deterministic per ``seed`` and never repeat.
 
@@ -91,21 +120,23 @@ class PromptFactory:
     def _tag(self) -> str:
         blob = f"{self.seed}/{self.namespace}/{self._counter}".encode()
         self._counter += 1
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return hashlib.sha256(blob).hexdigest()[:TAG_CHARS]
 
-    def make(self, target_tokens: int) -> str:
-        """One prompt of about ``target_tokens`` tokens (at least a few words)."""
-        want_chars = max(16, int(target_tokens * CHARS_PER_TOKEN))
-        text, starts = _corpus(self.seed, max(MIN_CORPUS_CHARS, 2 * want_chars))
+    def draft(self, max_chars: int) -> Draft:
+        """A unique draft whose body can grow to ``max_chars`` characters."""
+        text, starts = _corpus(self.seed, max(MIN_CORPUS_CHARS, 2 * max_chars))
         tag = self._tag()
         offset = self._rng.randrange(len(text))
         nl = text.find("\n", offset)  # start on a line boundary: reads like real code
         offset = nl + 1 if 0 <= nl < len(text) - 1 else 0
         source = _source_at(starts, offset)
-        head = f"{tag} " + INSTRUCTION.format(source=source)
-        body_chars = max(0, want_chars - len(head))
-        body = _slice(text, offset, body_chars)
-        return head + body
+        return Draft(f"{tag} " + INSTRUCTION.format(source=source), _slice(text, offset, max_chars))
+
+    def make(self, target_tokens: int) -> str:
+        """One prompt of about ``target_tokens`` tokens (at ~4 characters per token)."""
+        want_chars = max(16, int(target_tokens * CHARS_PER_TOKEN))
+        d = self.draft(want_chars)
+        return d.render(want_chars - len(d.head))
 
     def batch(self, target_tokens: int, n: int) -> list[str]:
         """``n`` distinct prompts of about ``target_tokens`` tokens each."""
@@ -137,3 +168,78 @@ def _slice(text: str, offset: int, length: int) -> str:
 def make_prompts(n: int, target_tokens: int, *, seed: int = 0, namespace: str = "") -> list[str]:
     """``n`` unique prompts of about ``target_tokens`` tokens (deterministic per seed)."""
     return PromptFactory(seed, namespace).batch(target_tokens, n)
+
+
+class DatasetPrompts(PromptFactory):
+    """Prompts from a JSONL file, in a seeded order, each behind its own unique tag."""
+
+    def __init__(self, path: str, seed: int = 0, namespace: str = "") -> None:
+        super().__init__(seed, namespace)
+        self.rows = load_dataset(path)
+        if not self.rows:
+            raise ValueError(f"{path}: no prompts found (expected JSONL lines with conversations, "
+                             "messages, prompt or text)")
+        self._order = list(range(len(self.rows)))
+        random.Random(f"{seed}/dataset").shuffle(self._order)
+
+    def draft(self, max_chars: int) -> Draft:
+        row = self.rows[self._order[self._counter % len(self._order)]]
+        tag = self._tag()
+        reps = max_chars // max(1, len(row) + 2) + 1
+        return Draft(f"{tag} ", ("\n\n".join([row] * reps))[:max_chars])
+
+
+def load_dataset(path: str) -> list[str]:
+    """The first user turn of every JSONL line (ShareGPT ``conversations``, ``messages``,
+    ``prompt`` or ``text``); blank and unreadable lines are skipped."""
+    out: list[str] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            text = _first_prompt(obj)
+            if text:
+                out.append(text)
+    return out
+
+
+def _first_prompt(obj: Any) -> str | None:
+    if isinstance(obj, str):
+        return obj
+    if not isinstance(obj, dict):
+        return None
+    for key in ("conversations", "conversation", "messages"):
+        turns = obj.get(key)
+        if isinstance(turns, list):
+            for turn in turns:
+                if isinstance(turn, dict) and turn.get("from", turn.get("role")) in ("human", "user"):
+                    value = turn.get("value", turn.get("content"))
+                    if isinstance(value, str) and value.strip():
+                        return value
+    for key in ("prompt", "text"):
+        if isinstance(obj.get(key), str) and obj[key].strip():
+            return obj[key]
+    return None
+
+
+def random_ids(n: int, length: int, vocab_size: int, *, seed: int = 0) -> list[list[int]]:
+    """``n`` prompts of exactly ``length`` token ids below ``vocab_size``.
+
+    The recipe of SGLang's bench_serving ``--dataset-name random-ids`` with
+    ``--random-range-ratio 1`` (``sample_random_requests``): numpy's legacy
+    generator seeded with ``seed``, one random offset per prompt, then
+    consecutive ids ``(offset + i + j) % vocab_size``. Same seed and
+    vocabulary size, same prompts -- so the harness and bench_serving can be
+    compared on identical requests (benchmarks/crosscheck_bench_serving.py).
+    Prompts differ from their first id, so none shares a prefix with another.
+    """
+    import numpy as np
+
+    rs = np.random.RandomState(seed)
+    offsets = rs.randint(0, vocab_size, size=n)
+    return [[int((offsets[i] + i + j) % vocab_size) for j in range(length)] for i in range(n)]

@@ -10,7 +10,7 @@ configs from the box's run-to-run noise (two B300 runs of one config differed by
 * latency percentiles over every measured request of every repeat (pooled: a
   percentile of the union, not a mean of percentiles);
 * counts as totals over the repeats: ``requests``, ``errors`` (+ kinds),
-  ``completion_tokens``, ``duration_s`` -- an error in any repeat stays an error,
+  ``completion_tokens``, ``duration_s``, ``client_cpu_s`` -- an error in any repeat stays an error,
   and tokens / seconds still give the cell's rate.
 """
 
@@ -35,7 +35,8 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
         raise ValueError("no repeat to combine")
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
-    out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed)
+    out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
+                  client_cpu_s=sum(c.client_cpu_s for c in runs))
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]
         if not values:

@@ -1,11 +1,13 @@
-"""Server-sent events of an OpenAI-style chat stream, parsed incrementally.
+"""Server-sent events of an OpenAI-style (chat) completion stream, parsed incrementally.
 
-Kept apart from the transport (:mod:`sweep.bench.client`) because this is
-the per-chunk hot path: at concurrency 128 against a fast server it runs
+Kept apart from the transport (:mod:`sweep.bench.transport`) because this
+is the per-chunk hot path: at concurrency 128 against a fast server it runs
 tens of thousands of times a second, so it does as little as it can --
-split complete events off a byte buffer, decode each JSON once, and note
-the arrival time of every network read that carried content (one read may
-hold several events, and one event several tokens).
+split complete events off a byte buffer, decode each JSON once, and note,
+for every event with content (``delta.content`` of a chat chunk, ``text``
+of a completion chunk), the arrival time of the network read that carried
+it and the running ``usage.completion_tokens`` if the server sends one
+(one read may hold several events, and one event several tokens).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def as_int(value: Any) -> int | None:
 class Stream:
     """Incremental state of one SSE stream (kept out of the hot loop's locals)."""
 
-    __slots__ = ("rec", "parts", "usage", "meta", "extras", "done", "finish", "last_arrival")
+    __slots__ = ("rec", "parts", "usage", "meta", "extras", "done", "finish", "buf", "err", "seen")
 
     def __init__(self, rec: "RequestResult") -> None:
         self.rec = rec
@@ -65,7 +67,21 @@ class Stream:
         self.extras: dict[str, Any] = {}
         self.done = False
         self.finish: str | None = None
-        self.last_arrival: float | None = None
+        self.buf = b""
+        self.err: str | None = None
+        self.seen = False
+
+    def data(self, piece: bytes, now: float) -> None:
+        """One network read of the body (the transport's sink)."""
+        self.seen = True
+        if self.done or self.err:
+            return  # the rest of the body is drained, not parsed
+        buf = self.buf + piece if self.buf else piece
+        if buf.find(b"\r") >= 0:  # CRLF line ends (find is cheaper than `in` here)
+            buf = buf.replace(b"\r\n", b"\n")
+        self.buf, self.err = self.feed(buf, now)
+        if self.done:
+            self.rec.e2e_s = now - self.rec.started
 
     def _other(self, data: bytes) -> str | None:
         """An event whose data is not a JSON object: [DONE], or malformed."""
@@ -94,14 +110,6 @@ class Stream:
             self.meta = {**self.meta, **meta} if self.meta else meta
         return None
 
-    def arrival(self, now: float) -> None:
-        rec = self.rec
-        if rec.ttft_s is None:
-            rec.ttft_s = now - rec.started
-        elif self.last_arrival is not None:
-            rec.itl_s.append(now - self.last_arrival)
-        self.last_arrival = now
-
     def feed(self, buf: bytes, now: float) -> tuple[bytes, str | None]:
         """Consume the complete events in ``buf`` (one network read's worth).
 
@@ -113,6 +121,8 @@ class Stream:
         if not blocks:
             return buf, None
         parts = self.parts
+        times = self.rec.chunk_t
+        running = self.rec.chunk_tokens
         n = 0
         err = None
         for block in blocks:
@@ -130,20 +140,27 @@ class Stream:
                 continue
             try:
                 ev = loads(data)
-                if ("usage" in ev or "error" in ev or "meta_info" in ev or "sglext" in ev or "timings" in ev
-                        or "object" not in ev):
+                usage = ev.get("usage")
+                if usage:  # running usage rides on every chunk: kept here, not in the rare path
+                    self.usage = usage
+                choices = ev.get("choices")
+                if ((usage and not choices) or "error" in ev or "meta_info" in ev or "sglext" in ev
+                        or "timings" in ev or "object" not in ev):
                     err = self._rare(ev)
                     if err:
                         break
-                choices = ev.get("choices")
                 if choices:
                     ch = choices[0]
                     delta = ch.get("delta")
-                    if delta:
-                        content = delta.get("content") or delta.get("reasoning_content")
-                        if content:
-                            parts.append(content)
-                            n += 1
+                    content = (delta.get("content") or delta.get("reasoning_content")) if delta else ch.get("text")
+                    if content:
+                        parts.append(content)
+                        times.append(now)
+                        if usage:
+                            ct = usage.get("completion_tokens")
+                            if ct.__class__ is int:
+                                running.append(ct)
+                        n += 1
                     fr = ch.get("finish_reason")
                     if fr:
                         self.finish = fr
@@ -156,8 +173,10 @@ class Stream:
                 err = "bad_sse"
                 break
         if n:
-            self.rec.chunks += n
-            self.arrival(now)
+            rec = self.rec
+            rec.chunks += n
+            if rec.ttft_s is None:
+                rec.ttft_s = times[0] - rec.started
         return (b"" if err or self.done else rest), err
 
 

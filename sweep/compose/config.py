@@ -21,6 +21,7 @@ from sweep.compose.checks import (  # value checks, one ConfigError each
     no_control_chars as _no_control_chars,
     str_tuple as _str_tuple,
 )
+from sweep.compose import bench_checks as _bench_checks
 from sweep.compose.acceptance_checks import checked_declaration
 from sweep.compose.constraints import check_spec_constraints, quirk_rules
 from sweep.compose.hosts import PoolHost, pool_hosts
@@ -94,6 +95,9 @@ class Server:
     env: Mapping[str, Any]
     sim_args: Mapping[str, Any] = field(default_factory=dict)
     request_extras: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str = "completions"                  # matrix endpoint: completions | chat
+    tokenize: Mapping[str, Any] | None = None      # the server's tokenize route (None: probe usage)
+    continuous_usage: bool = False                 # running usage per chunk (tokens per chunk)
     # where the server reports speculative acceptance (sweep/bench/acceptance.py)
     acceptance: Mapping[str, Any] = field(default_factory=dict)
     # server info endpoints the launcher records (SGLang: /get_server_info, llama.cpp: /props)
@@ -127,6 +131,9 @@ class Workload:
     sandbox_timeout_s: float
     sandbox_memory_mb: int
     sandbox_mechanism: str = "auto"          # auto | bwrap | fallback (docs/sandbox.md)
+    prompt_source: str = "text"       # text | random_ids | dataset
+    dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
+    seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
     repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
 
     def requests_for(self, concurrency: int) -> int:
@@ -244,14 +251,17 @@ def _server(node: Mapping[str, Any]) -> Server:
         args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
         sim_args=dict(node.get("sim_args") or {}),
         request_extras=dict(node.get("request_extras") or {}),
+        endpoint=_bench_checks.endpoint(node), tokenize=_bench_checks.tokenize(node),
+        continuous_usage=_bool(node, p, "continuous_usage"),
         acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
         info_paths=_str_tuple(node.get("info_paths"), f"{p}.info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
 
 
-def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
+def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
+    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
     contexts = _int_list(node, p, "contexts", lo=1, hi=model_ctx, what="model.context_length")
     conc = _int_list(node, p, "concurrency", lo=1)
     max_tokens = _int(node, p, "max_tokens", lo=1)
@@ -284,6 +294,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int) -> Workload:
         sandbox_timeout_s=_float(sandbox, f"{p}.sandbox", "timeout_s", lo=0.1, optional=True) or 10.0,
         sandbox_memory_mb=_int(sandbox, f"{p}.sandbox", "memory_mb", lo=16, optional=True) or 512,
         sandbox_mechanism=_sandbox_mechanism(sandbox, f"{p}.sandbox.mechanism"),
+        prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
         repeats=_int(node, p, "repeats", lo=1, hi=100, optional=True) or 1,
     )
 
@@ -327,7 +338,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
-    workload = _workload(cfg["workload"], model.context_length)
+    workload = _workload(cfg["workload"], model.context_length, server.endpoint)
     _check_server_needs(server, spec, model, hardware)
     for group in ("objective", "mlflow"):
         if not isinstance(cfg.get(group), Mapping):

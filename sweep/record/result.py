@@ -80,16 +80,28 @@ class Cell(Record):
     ttft_ms_p50: float | None = None
     ttft_ms_p90: float | None = None
     ttft_ms_p99: float | None = None
-    itl_ms_p50: float | None = None
+    ttft_ms_mean: float | None = None
+    itl_ms_p50: float | None = field(default=None, metadata={
+        "doc": "per token: each gap between content events spread over the tokens it carries "
+               "(SGLang bench_serving); files before step_ms: the gap between content reads"})
     itl_ms_p90: float | None = None
     itl_ms_p99: float | None = None
+    itl_tokens: str | None = field(default=None, metadata={
+        "doc": "counted (running usage) | estimated (even split): tokens per event for itl_ms"})
+    step_ms_p50: float | None = field(default=None, metadata={
+        "doc": "gap between content events: one verify step (vLLM bench serve's ITL)"})
+    step_ms_p90: float | None = None
+    step_ms_p99: float | None = None
     tpot_ms_p50: float | None = None
     tpot_ms_p90: float | None = None
     tpot_ms_p99: float | None = None
     e2e_ms_p50: float | None = None
     accept_len: float | None = None
     completion_tokens: int | None = None
-    prompt_tokens_mean: float | None = None
+    prompt_tokens_mean: float | None = field(default=None, metadata={
+        "doc": "mean usage.prompt_tokens of the cell's successful requests (the context sent)"})
+    prompt_sizing: str | None = field(default=None, metadata={
+        "doc": "tokenize | probe | exact (token ids) | approx: how prompts were cut to the context"})
     duration_s: float | None = None
     usd_per_mtok: float | None = None
     repeats: int | None = field(default=None, metadata={

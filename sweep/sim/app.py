@@ -119,6 +119,16 @@ def build_app(state: SimState) -> Starlette:
                                      "are running or waiting requests, the operation will not be performed.)\n")
         return PlainTextResponse("Cache not flushed: there are running or waiting requests.\n", 400)
 
+    async def tokenize(request: HttpRequest) -> Response:
+        try:
+            body = json.loads(await request.body())
+            if not isinstance(body, dict):
+                raise serving.BadRequest("request body must be a JSON object")
+            out = serving.tokenize(body, args.context_length or 262144)
+        except (ValueError, serving.BadRequest) as exc:
+            return JSONResponse(serving.error_body(str(exc)), 400)
+        return Response(serving.dumps(out), media_type="application/json")
+
     async def metrics_ep(_: HttpRequest) -> Response:
         if not args.enable_metrics:
             return PlainTextResponse("Not Found", 404)
@@ -175,6 +185,8 @@ def build_app(state: SimState) -> Starlette:
         Route("/server_info", server_info, methods=["GET"]),
         Route("/flush_cache", flush_cache, methods=["GET", "POST"]),
         Route("/metrics", metrics_ep, methods=["GET"]),
+        Route("/v1/tokenize", tokenize, methods=["POST"]),
+        Route("/tokenize", tokenize, methods=["POST"]),
     ]
     inner = Starlette(routes=routes)
 

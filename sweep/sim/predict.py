@@ -11,6 +11,7 @@ runs on, called directly:
     predict_cells(config)                    # config: the composed config (a mapping with
                                              # hardware, model, spec, workload, server)
     predict_cells(config, calibration="path/to/other.yaml")   # a differently fitted twin
+    predict_coding(config)                   # the five-problem coding eval: per-problem tok/s, mean
 
 Fast (a cell is ~0.2 ms; bands cost ~40 cells more each) and deterministic.
 """
@@ -67,14 +68,20 @@ def _prior_covariance(cal: Calibration, hardware: Mapping[str, Any]) -> Calibrat
                        key=cal.key)
 
 
+def _failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
+             server: Mapping[str, Any]) -> str | None:
+    """The startup failure the server would hit with these flags (None: it starts)."""
+    flags = {k: server.get(k) for k in ("disable_cuda_graph", "skip_server_warmup", "mem_fraction_static")}
+    return startup_failure(hardware, model, spec, flags)
+
+
 def predict(config: Any, *, calibration: Any = None, band: bool = False) -> dict[str, Any]:
     """{calibration, failure, cells} for a composed config (see the module doc)."""
     cfg = _plain(config)
     hardware, model, spec = cfg["hardware"], cfg["model"], cfg["spec"]
     workload, server = cfg["workload"], cfg.get("server") or {}
     cal = constants.resolve(hardware, calibration)
-    flags = {k: server.get(k) for k in ("disable_cuda_graph", "skip_server_warmup", "mem_fraction_static")}
-    failure = startup_failure(hardware, model, spec, flags)
+    failure = _failure(hardware, model, spec, server)
     out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True, "cells": []}
     if failure:
         return out
@@ -111,6 +118,40 @@ def predict_cells(config: Any, *, calibration: Any = None, band: bool = False) -
     return predict(config, calibration=calibration, band=band)["cells"]
 
 
+def predict_coding(config: Any, *, calibration: Any = None) -> dict[str, Any]:
+    """The five-problem coding eval as the harness would measure it on the sim.
+
+    Each problem is one request at C=1 whose answer is as long as the sim's
+    (sweep/sim/answers.yaml, cut at ``workload.coding_max_tokens``); its tok/s
+    is tokens / (e2e - TTFT), the same figure ``python -m sweep.calibrate`` fits
+    a measured problem to, and the mean is the eval's mean of per-problem tok/s.
+    The model's expectation: the server's seeded per-request draws scatter one
+    run's problems around it (sd ~9% at 289 tokens, 5% at 1024; the mean of
+    the five ~4%: docs/simulator.md, "The coding eval reproduced").
+    """
+    from sweep.sim import text
+    from sweep.sim.measured import CODING_PROMPT_TOKENS
+
+    cfg = _plain(config)
+    hardware, model, spec, server = cfg["hardware"], cfg["model"], cfg["spec"], cfg.get("server") or {}
+    cap = int(cfg["workload"].get("coding_max_tokens") or 1024)
+    cal = constants.resolve(hardware, calibration)
+    failure = _failure(hardware, model, spec, server)
+    out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True,
+                           "coding_max_tokens": cap, "problems": [], "mean_tok_s": None}
+    if failure:
+        return out
+    box = box_of(hardware, model)
+    for name, length in text.answer_lengths().items():
+        n = len(text.answer(text.SIGNATURES[name], max_tokens=cap, ignore_eos=False, seed=0).pieces)
+        est = cell(box, cal.values, spec, context=CODING_PROMPT_TOKENS, concurrency=1, max_tokens=n,
+                   requests=1, disable_cuda_graph=bool(server.get("disable_cuda_graph")))
+        out["problems"].append({"name": length.problem, "completion_tokens": n,
+                                "tok_s": est["per_stream_tok_s"], "length_source": length.source})
+    out["mean_tok_s"] = sum(p["tok_s"] for p in out["problems"]) / len(out["problems"])
+    return out
+
+
 def _table(pred: Mapping[str, Any], title: str) -> str:
     lines = [title, pred["calibration"]]
     if pred["failure"]:
@@ -125,6 +166,12 @@ def _table(pred: Mapping[str, Any], title: str) -> str:
         lines.append(f"{c['context']:>6} {c['concurrency']:>4}  {c['output_tok_s']:>12,.1f} {band:>17}  "
                      f"{c['per_stream_tok_s']:>8,.1f} {pband:>17}  {c['ttft_ms_p50']:>8,.0f}  {acc:>6}")
     return "\n".join(lines)
+
+
+def _coding_line(coding: Mapping[str, Any]) -> str:
+    each = ", ".join(f"{p['name']} {p['completion_tokens']} tok {p['tok_s']:.0f}" for p in coding["problems"])
+    return (f"coding eval (the five problems, coding_max_tokens {coding['coding_max_tokens']}): "
+            f"mean {coding['mean_tok_s']:.1f} tok/s -- {each}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         trial = from_omegaconf(compose(args))
         pred = predict(trial, calibration=calibration, band=True)
+        if trial.workload.coding != "off":
+            pred["coding"] = predict_coding(trial, calibration=calibration)
     except ConfigError as err:
         print(err.one_line(), file=sys.stderr)
         return EXIT_CONFIG
@@ -169,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"topk={t['spec'].get('topk')} window={t['spec'].get('window')}, workload {t['workload']['name']} "
                  f"({t['workload']['max_tokens']} tokens out) -- simulated, not measured")
         print(_table(pred, title))
+        if pred.get("coding") and not pred["failure"]:
+            print(_coding_line(pred["coding"]))
     return 0
 
 

@@ -17,7 +17,7 @@ import socket
 import sys
 from typing import Sequence
 
-from sweep.sim import cli, faults, logs, perf
+from sweep.sim import cli, faults, logs, perf, tokens
 from sweep.sim import text as textgen
 from sweep.sim.app import SimState, build_app
 from sweep.sim.constants import CalibrationError
@@ -41,8 +41,20 @@ def _noise_seed(args: cli.SimArgs, hw: dict) -> str:
 
 
 def _bind(host: str, port: int) -> socket.socket | None:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    """The listening socket, created as an explicit TCP socket.
+
+    Why ``IPPROTO_TCP`` and not the default protocol 0: asyncio turns
+    TCP_NODELAY on for every accepted connection only when the socket's
+    ``proto`` is IPPROTO_TCP (``base_events._set_nodelay``), and accepted
+    sockets inherit the listener's proto. With proto 0 Nagle stays on, so
+    on a reused keep-alive connection the response's second small write
+    waits for the client's delayed ACK (~40 ms): a TTFT artefact no real
+    server has.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError:
@@ -143,6 +155,12 @@ async def serve(args: cli.SimArgs) -> None:
 
     hw = _hardware(args)
     logs.log(logs.server_args_line(args.ns))
+    try:
+        tokens.configure(args.sim_tokenizer)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file: argparse-style refusal
+        print(f"{cli.PROG}: error: argument --sim-tokenizer: cannot load {args.sim_tokenizer!r}: {exc}",
+              file=sys.stderr)
+        sys.exit(2)
     sock = _bind(args.host, args.port)
     if sock is None:
         _die("port_in_use", host=args.host, port=args.port)

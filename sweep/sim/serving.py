@@ -1,4 +1,4 @@
-"""The generation endpoints: /v1/chat/completions, /v1/completions, /generate.
+"""The generation endpoints (/v1/chat/completions, /v1/completions, /generate) and /v1/tokenize.
 
 Shapes follow sglang 0.5.23 (``entrypoints/openai/protocol.py``, its
 ``sse_utils.build_sse_content`` and ``tokenizer_manager`` meta_info). Two
@@ -73,16 +73,12 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
             raise BadRequest("messages must be a non-empty list")
         prompt = "\n".join(tokens.content_text(m.get("content")) for m in messages if isinstance(m, dict))
         prompt_tokens = tokens.chat_prompt_tokens(m for m in messages if isinstance(m, dict))
+        canon = prompt
         max_tokens = _max_tokens(body, prompt_tokens, context_length, "max_completion_tokens", "max_tokens")
         ignore_eos = bool(body.get("ignore_eos", False))
         opts = body
     elif kind == "completion":
-        prompt = body.get("prompt")
-        if isinstance(prompt, list):
-            prompt = "".join(p if isinstance(p, str) else " ".join(map(str, p)) for p in prompt)
-        if not isinstance(prompt, str):
-            raise BadRequest("prompt must be a string")
-        prompt_tokens = max(1, tokens.count(prompt))
+        prompt, prompt_tokens, canon = completion_prompt(body.get("prompt"))
         max_tokens = _max_tokens(body, prompt_tokens, context_length, "max_tokens")
         ignore_eos = bool(body.get("ignore_eos", False))
         opts = body
@@ -92,10 +88,11 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
             prompt = prompt[0] if prompt else ""
         if prompt is None and body.get("input_ids") is not None:
             ids = body["input_ids"]
-            prompt = " ".join(map(str, ids))
+            prompt = canon = tokens.ids_text(ids)
             prompt_tokens = len(ids)
         elif isinstance(prompt, str):
-            prompt_tokens = max(1, tokens.count(prompt))
+            n, canon = tokens.count_and_canonical(prompt)
+            prompt_tokens = max(1, n)
         else:
             raise BadRequest("Either text or input_ids should be provided.")
         sp = body.get("sampling_params") or {}
@@ -107,11 +104,57 @@ def parse_request(kind: str, body: dict[str, Any], *, seed: int, context_length:
     ans = textgen.answer(prompt, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=seed,
                          wrong_answer_rate=wrong_answer_rate)
     rid = uuid.uuid4().hex
-    # Acceptance draws are seeded by what was asked, not by arrival: deterministic for a seed.
-    draw_seed = zlib.crc32(f"{seed}:{max_tokens}:{prompt}".encode())
+    # Acceptance draws are seeded by what was asked, not by arrival: deterministic for a seed,
+    # and the same for a prompt sent as text or as its token ids.
+    draw_seed = zlib.crc32(f"{seed}:{max_tokens}:{canon}".encode())
     req = Request(rid=rid, pieces=ans.pieces, finish_reason=ans.finish_reason,
                   prompt_tokens=prompt_tokens, seed=draw_seed)
     return req, opts
+
+
+def completion_prompt(prompt: Any) -> tuple[str, int, str]:
+    """(text that seeds the answer, prompt tokens, canonical form) of a /v1/completions prompt.
+
+    SGLang takes a string, a list of token ids (counted as given: no special
+    tokens are added), or a batch of either; the sim serves one prompt per
+    request, so a batch must hold exactly one.
+    """
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]
+    if tokens.is_token_ids(prompt):
+        text = tokens.ids_text(prompt)
+        return text, len(prompt), text
+    if isinstance(prompt, str):
+        n, canon = tokens.count_and_canonical(prompt)
+        return prompt, max(1, n), canon
+    raise BadRequest("prompt must be a string or a list of token ids (the simulator serves one prompt "
+                     "per request)")
+
+
+def tokenize(body: dict[str, Any], max_model_len: int) -> dict[str, Any]:
+    """SGLang's /v1/tokenize (and /tokenize): the sim's own token ids and count.
+
+    ``prompt`` (a string or a list of strings) or ``messages`` (counted with
+    the chat template overhead, as a chat completion would be), exactly one.
+    """
+    prompt, messages = body.get("prompt"), body.get("messages")
+    if (prompt is None) == (messages is None):
+        raise BadRequest("Exactly one of 'prompt' or 'messages' must be provided.")
+    if messages is not None:
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise BadRequest("messages must be a list of message objects")
+        n = tokens.chat_prompt_tokens(messages)
+        text = "\n".join(tokens.content_text(m.get("content")) for m in messages)
+        ids = tokens.encode(text)
+        ids = (ids + [0] * n)[:n]  # the template's marker tokens, counted as the chat path does
+        return {"tokens": ids, "count": n, "max_model_len": max_model_len}
+    if isinstance(prompt, str):
+        ids = tokens.encode(prompt)
+        return {"tokens": ids, "count": len(ids), "max_model_len": max_model_len}
+    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+        many = [tokens.encode(p) for p in prompt]
+        return {"tokens": many, "count": [len(i) for i in many], "max_model_len": max_model_len}
+    raise BadRequest(f"Invalid prompt type: {type(prompt)}. Expected str or List[str].")
 
 
 def finish_reason(req: Request) -> dict[str, Any]:

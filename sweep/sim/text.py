@@ -4,7 +4,11 @@ Speculative decoding is lossless, so a simulated server must answer like the
 target model would with or without a draft: the coding-eval problems get
 correct code in a fenced block (HumanEval prompts get prompt + canonical
 solution), anything else gets plausible prose of the requested length. The
-output depends only on (seed, prompt): deterministic for a seed.
+five seed problems' answers go on after the code with explanation prose, as
+a real model's do, to the lengths declared in ``answers.yaml``: the length
+sets the measured decode speed, so a sim answering with bare code would run
+its coding eval faster than the box it twins. The output depends only on
+(seed, prompt): deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import random
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-from sweep.sim.tokens import pieces
+import yaml
+
+from sweep.sim import tokens
 
 EOS_TOKEN_ID = 163586  # Kimi K2's <|im_end|>: what matched_stop reports on a natural stop
 
@@ -105,8 +112,33 @@ _WORDS = (
     "usually often rarely clearly roughly mostly however therefore because while "
     "when since although also then still only even more less each every both"
 ).split()
+_TAILS = ((), (" too",), (" as", " well"), (" and", " so", " on"))  # n pieces before a full stop
 _STARTERS = ("In practice", "For example", "As a result", "In short", "Typically",
              "On the other hand", "More importantly", "To be precise", "Overall", "Here")
+
+
+ANSWERS_FILE = Path(__file__).with_name("answers.yaml")
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLength:
+    """How long the answer to one of the five problems is, and where that figure comes from."""
+
+    name: str        # the function (a key of FIVE)
+    problem: str     # the coding eval's name for the problem
+    tokens: int
+    source: str
+
+
+@lru_cache(maxsize=1)
+def answer_lengths() -> dict[str, AnswerLength]:
+    """answers.yaml's ``coding`` section, by function name (read once per process)."""
+    doc = yaml.safe_load(ANSWERS_FILE.read_text(encoding="utf-8"))
+    out = {name: AnswerLength(name, str(e["problem"]), int(e["tokens"]), str(e["source"]))
+           for name, e in doc["coding"].items()}
+    if set(out) != set(FIVE):
+        raise ValueError(f"{ANSWERS_FILE}: coding: needs exactly {', '.join(FIVE)}")
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +154,13 @@ def _hash(*parts: Any) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-@lru_cache(maxsize=8)
 def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
-    """A long deterministic stream of prose pieces (built once per seed)."""
+    """A long deterministic stream of prose pieces (built once per seed and tokenizer)."""
+    return _filler_pool(seed, size, tokens.active().name)
+
+
+@lru_cache(maxsize=8)
+def _filler_pool(seed: int, size: int, _tokenizer: str) -> tuple[str, ...]:
     rng = random.Random(seed)
     parts: list[str] = []
     chars = 0
@@ -135,7 +171,7 @@ def filler_pool(seed: int, size: int = 60000) -> tuple[str, ...]:
         parts.append(text)
         chars += len(text)
     # Tokenised as one text, so any run of pieces re-tokenises to the same pieces.
-    return tuple(pieces("".join(parts))[:size])
+    return tuple(tokens.pieces("".join(parts))[:size])
 
 
 def filler(seed: int, key: int, n: int) -> list[str]:
@@ -180,12 +216,17 @@ def _fence(code: str, name: str) -> str:
             "It handles the edge cases described in the task.")
 
 
+def five_problem(prompt: str) -> str | None:
+    """Which of the five problems (a key of FIVE) ``prompt`` asks for, if any."""
+    return next((name for name, signature in SIGNATURES.items() if signature in prompt), None)
+
+
 def code_answer(prompt: str, *, wrong: bool = False) -> str | None:
-    """The coding answer for a coding-eval prompt, or None if it isn't one."""
-    for name, signature in SIGNATURES.items():
-        if signature in prompt:
-            good, bad = FIVE[name]
-            return _fence(bad if wrong else good, name)
+    """The fenced code of a coding-eval answer, or None if ``prompt`` isn't one."""
+    name = five_problem(prompt)
+    if name is not None:
+        good, bad = FIVE[name]
+        return _fence(bad if wrong else good, name)
     he = _humaneval(prompt) if "def " in prompt else None
     if he:
         task_prompt, solution = he
@@ -193,6 +234,29 @@ def code_answer(prompt: str, *, wrong: bool = False) -> str | None:
         body = "    return None\n" if wrong else solution
         return _fence(task_prompt + body, name)
     return None
+
+
+def explained(code: str, length: int, seed: int, key: int) -> list[str]:
+    """``code`` then explanation prose, ``length`` pieces in all (never less than the code).
+
+    Tokenised as one text, so the streamed answer re-tokenises to its count.
+    It ends a sentence where it stops: a word the count would cut is
+    replaced by short ones of as many pieces, then a full stop (unless the
+    active tokenizer would count that ending differently).
+    """
+    head = tokens.pieces(code)
+    if length <= len(head):
+        return head
+    prose = "".join(filler(seed, key, length - len(head) + 8)).lstrip()
+    full = tokens.pieces(f"{code}\n\n{prose}")
+    if len(full) <= length:
+        return full
+    k = length - 1  # the last piece is the full stop
+    while k > len(head) and full[k][:1].isalnum() and full[k - 1][-1:].isalnum():
+        k -= 1      # back to the start of the word the full stop would cut
+    extra = length - 1 - k
+    out = [*full[:k], *(_TAILS[extra] if extra < len(_TAILS) else (" so",) * extra), "."]
+    return out if tokens.pieces("".join(out)) == out else full[:length]
 
 
 def answer(prompt: str, *, max_tokens: int, ignore_eos: bool, seed: int,
@@ -203,7 +267,8 @@ def answer(prompt: str, *, max_tokens: int, ignore_eos: bool, seed: int,
     code = code_answer(prompt, wrong=wrong)
     if code is None:
         return Answer(filler(seed, key, max_tokens), "length")
-    out = pieces(code)
+    name = five_problem(prompt)
+    out = explained(code, answer_lengths()[name].tokens, seed, key) if name else tokens.pieces(code)
     if len(out) >= max_tokens:
         return Answer(out[:max_tokens], "length")
     if ignore_eos:  # the model keeps going past its end-of-turn token

@@ -81,7 +81,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     """
     from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
-    from sweep.bench.matrix import run_matrix
+    from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
     from sweep.record.result import Acceptance, Cell, Coding
 
@@ -104,8 +104,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         hooks.after_cell(doc, cell)
 
     try:
-        run_matrix(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras,
-                   on_cell=on_cell)
+        run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, **server_options(cfg))
     except hooks.StopTrial as stop:
         doc.status = "pruned"
         doc.failure = Failure(reason="pruned", message=stop.reason)

@@ -15,7 +15,7 @@ import pytest
 
 from sweep.bench.acceptance import LogReader, MetricsReader, Readers, RequestReader, apply, declared
 from sweep.bench.client import RequestResult
-from sweep.bench.matrix import aggregate, run_matrix
+from sweep.bench.matrix import aggregate, run_matrix, server_options
 from sweep.bench.serverstats import metrics_delta, parse_prometheus
 from sweep.bench.sse import Stream
 from sweep.compose.config import from_omegaconf
@@ -140,8 +140,7 @@ def test_sglang_declaration_reads_the_simulator_like_the_client(sim_server):
     """The raw stream fields read with SGLang's YAML declaration == the client's meta_info path."""
     tc = from_omegaconf(compose(["workload=smoke"]))
     sim = sim_server("workload=smoke", FAST)
-    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name,
-                       request_extras=tc.server.request_extras, progress=False)
+    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, progress=False, **server_options(tc))
     cell = cells[0]
     before = [(r.spec_verify_ct, r.meta_completion_tokens or r.completion_tokens) for r in cell.results]
     accept = cell.accept_len

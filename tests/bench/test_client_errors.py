@@ -37,7 +37,9 @@ def test_good_stream_counts_tokens_from_usage_not_chunks(double):
     assert rec.prompt_tokens == 17
     assert rec.spec_verify_ct == CHUNKS and rec.accept_len == pytest.approx(TOKENS_PER_CHUNK)
     assert rec.ttft_s is not None and rec.e2e_s >= rec.ttft_s
-    assert len(rec.itl_s) <= CHUNKS - 1
+    assert len(rec.step_s) == CHUNKS - 1            # one gap per content event after the first
+    assert not rec.tokens_counted                    # no running usage: tokens per event estimated
+    assert len(rec.itl_s()) == rec.completion_tokens - 1  # one ITL per token after the first
     assert rec.tpot_s == pytest.approx((rec.e2e_s - rec.ttft_s) / (rec.completion_tokens - 1))
     assert rec.text.startswith("tok0 ")
 
@@ -103,7 +105,7 @@ def workload(**kw) -> Workload:
 
 def test_matrix_counts_failures_and_excludes_them_from_throughput(double):
     mixed = "mixed:ok,http_500,ok,disconnect"
-    cells = run_matrix(double.url, workload(), mixed, progress=False)
+    cells = run_matrix(double.url, workload(), mixed, progress=False, endpoint="chat")
     (cell,) = cells
     d = cell.to_dict()
     assert d["requests"] == 8 and d["errors"] == 4
@@ -116,7 +118,7 @@ def test_matrix_counts_failures_and_excludes_them_from_throughput(double):
 
 def test_matrix_on_unreachable_server_is_all_errors_no_exception():
     cells = run_matrix(f"http://127.0.0.1:{free_port()}", workload(warmup_requests=0), "ok",
-                       progress=False)
+                       progress=False, endpoint="chat")
     assert cells[0].errors == cells[0].requests == 8
     assert cells[0].error_kinds == {"connect": 8}
     assert cells[0].output_tok_s == 0.0
@@ -124,24 +126,28 @@ def test_matrix_on_unreachable_server_is_all_errors_no_exception():
 
 def test_poisson_arrivals(double):
     cells = run_matrix(double.url, workload(request_rate=200.0, warmup_requests=0), "ok",
-                       progress=False)
+                       progress=False, endpoint="chat")
     assert cells[0].errors == 0 and cells[0].requests == 8
 
 
 def test_keep_alive_pool_is_sized_to_the_concurrency(double):
     before_conn, before_req = double.connections, double.requests
-    cells = run_matrix(double.url, workload(requests_per_cell=40, warmup_requests=4), "ok", progress=False)
+    cells = run_matrix(double.url, workload(requests_per_cell=40, warmup_requests=2), "ok", progress=False,
+                       endpoint="chat")
     assert cells[0].errors == 0 and cells[0].requests == 40
-    assert double.requests - before_req == 44
-    # 4 streaming connections reused for 44 requests, plus 1 admin connection (/flush_cache)
-    assert double.connections - before_conn <= 4 + 1
+    # 2 warm-ups per connection; no tokenize route, so one-token probes size the prompts -- this
+    # server cannot answer them (it always streams), so the first failures stop all probing
+    assert 40 + 4 * 2 <= double.requests - before_req <= 40 + 4 * 2 + 4
+    # 4 streaming connections (opened and warmed before the window) reused for every request,
+    # plus the admin client's (up to 4 probes in parallel, then /flush_cache on one of them)
+    assert double.connections - before_conn <= 4 + 4
 
 
 def test_poisson_latency_counts_from_the_scheduled_arrival(double):
     # 1 connection, 10 requests arriving within ~10 ms, 50 ms each: they queue for the
     # connection, and that wait must show up in their TTFT (no coordinated omission).
     wl = workload(concurrency=(1,), requests_per_cell=10, request_rate=1000.0, warmup_requests=0)
-    (cell,) = run_matrix(double.url, wl, "slow_ok", progress=False)
+    (cell,) = run_matrix(double.url, wl, "slow_ok", progress=False, endpoint="chat")
     assert cell.errors == 0
     ttfts = sorted(r.ttft_s for r in cell.results)
     assert ttfts[0] >= 0.05 and ttfts[-1] >= 0.05 * 9

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from sweep.bench.coding import run_coding_eval
-from sweep.bench.matrix import run_matrix, trial_accept_len
+from sweep.bench.matrix import run_matrix, server_options, trial_accept_len
 from sweep.bench.serverstats import accept_from_log, fetch_metrics, metrics_accept
 from sweep.compose.config import from_omegaconf
 from sweep.compose.cmdline import compose
@@ -24,7 +24,7 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST)
     before = fetch_metrics(sim.base_url)
-    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
+    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, progress=False, **server_options(tc))
     after = fetch_metrics(sim.base_url)
     assert len(cells) == len(tc.workload.contexts) * len(tc.workload.concurrency)
     cell = cells[0]
@@ -43,9 +43,13 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
         sum(r.meta_completion_tokens or r.completion_tokens for r in cell.results)
         / sum(r.spec_verify_ct for r in cell.results), abs=1e-3)
     assert trial_accept_len(cells) == d["accept_len"]
-    assert d["prompt_tokens_mean"] and d["prompt_tokens_mean"] > 0
-    for key in ("ttft_ms_p50", "itl_ms_p50", "tpot_ms_p50", "e2e_ms_p50"):
+    assert d["prompt_tokens_mean"] == d["context"] and d["prompt_sizing"] == "tokenize"
+    for key in ("ttft_ms_p50", "ttft_ms_mean", "itl_ms_p50", "step_ms_p50", "tpot_ms_p50", "e2e_ms_p50"):
         assert d[key] is not None and d[key] >= 0
+    # per token vs per verify step: the step carries ~accept_len tokens, counted from running usage
+    assert d["itl_tokens"] == "counted"
+    assert sum(len(r.itl_s()) for r in cell.results) == sum(r.completion_tokens - 1 for r in cell.results)
+    assert sum(len(r.step_s) for r in cell.results) == sum(r.chunks - 1 for r in cell.results)
     assert d["output_tok_s"] > 0 and d["per_stream_tok_s"] > 0
     assert cell.flushed == "ok"
 
@@ -54,7 +58,7 @@ def test_log_and_metrics_of_the_real_sim(sim_server):
     tc = trial()
     sim = sim_server("workload=smoke", FAST, "server.decode_log_interval=5")
     wl = dataclasses.replace(tc.workload, max_tokens=256)
-    cells = run_matrix(sim.base_url, wl, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
+    cells = run_matrix(sim.base_url, wl, tc.model.served_name, progress=False, **server_options(tc))
     from_log = accept_from_log(sim.log_text())
     assert from_log is not None and from_log["samples"] >= 2
     assert from_log["accept_rate"] is not None and from_log["gen_throughput"] > 0
@@ -66,7 +70,7 @@ def test_log_and_metrics_of_the_real_sim(sim_server):
 def test_autoregressive_server_has_no_accept_len(sim_server):
     tc = trial("spec=none")
     sim = sim_server("workload=smoke", "spec=none", FAST)
-    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
+    cells = run_matrix(sim.base_url, tc.workload, tc.model.served_name, progress=False, **server_options(tc))
     assert cells[0].errors == 0 and cells[0].accept_len is None
     assert cells[0].completion_tokens == cells[0].requests * tc.workload.max_tokens
 
@@ -97,7 +101,8 @@ def test_wrong_answers_fail_the_eval(sim_server):
 
 
 def test_humaneval_subset_on_the_sim(sim_server):
-    tc = trial("workload.coding=humaneval", "workload.humaneval_limit=3")
+    # smoke's coding_max_tokens fits the five's code blocks, not HumanEval/1's (~350 tokens)
+    tc = trial("workload.coding=humaneval", "workload.humaneval_limit=3", "workload.coding_max_tokens=512")
     sim = sim_server("workload=smoke", FAST)
     res = run_coding_eval(sim.base_url, tc.workload, tc.model.served_name, request_extras=tc.server.request_extras, progress=False)
     assert res.total == 8

@@ -45,6 +45,12 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
     ("server.port=70000", "server.port", "in [1, 65535]"),
     ("hardware.ep=3", "hardware.ep", "must divide hardware.tp=8"),
     ("spec.budget=abc", "spec.budget", "integer"),
+    ("workload.prompt_source=lorem", "workload.prompt_source", "text, random_ids, dataset"),
+    ("workload.prompt_source=dataset", "workload.dataset_path", "JSONL"),
+    ("workload.seed=-1", "workload.seed", ">= 0"),
+    ("server.endpoint=generate", "server.endpoint", "completions, chat"),
+    ("server.tokenize.path=tokenize", "server.tokenize.path", "URL path"),
+    ("+server.tokenize.count=1", "server.tokenize.count", "path, field, batch, messages, extra"),
 ])
 def test_bad_values_name_the_key(override: str, key: str, fragment: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -101,3 +107,15 @@ def test_ssh_secrets_are_refused_in_the_config() -> None:
         build("launcher=ssh", "launcher.host=127.0.0.1", "+launcher.password=hunter2")
     assert info.value.key == "launcher.password"
     assert "hunter2" not in info.value.one_line()
+
+
+def test_prompt_source_keys() -> None:
+    with pytest.raises(ConfigError) as info:
+        build("workload.prompt_source=dataset", "workload.dataset_path=/nonexistent/p.jsonl")
+    assert info.value.key == "workload.dataset_path" and "existing JSONL file" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        build("workload.prompt_source=random_ids", "server.endpoint=chat")
+    assert info.value.key == "workload.prompt_source" and "server.endpoint=completions" in info.value.message
+    cfg = build("workload.prompt_source=random_ids", "workload.seed=7")
+    assert (cfg.workload.prompt_source, cfg.workload.seed, cfg.server.endpoint) == ("random_ids", 7, "completions")
+    assert cfg.server.tokenize and cfg.server.tokenize["path"] == "/v1/tokenize" and cfg.server.continuous_usage

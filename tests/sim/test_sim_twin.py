@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from sweep.sim import constants, measured
-from sweep.sim.predict import predict, predict_cells
+from sweep.sim.predict import predict, predict_cells, predict_coding
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT / "benchmarks" / "measured"
@@ -53,6 +53,33 @@ def test_shipped_calibrations_reproduce_every_measured_figure() -> None:
         assert cal.calibrated and Path(cal.path or "").parent == SHIPPED, point.label
         got = measured.predict_point(point, cal.values)
         assert abs(got / point.measured - 1) <= 0.10, f"{point.label}: {got:.2f} vs {point.measured}"
+
+
+def test_coding_eval_reproduces_the_measured_b300_figures() -> None:
+    """The sim's answer lengths x the shipped twin give the measured coding eval (within 10%).
+
+    Its own setup (the measured file's composed config: coding_max_tokens 1024);
+    the lengths of the problems the file gives must be the sim's (answers.yaml).
+    """
+    doc = json.loads((MEASURED / "b300-ddtree-b8-t4-w2048-coding.json").read_text())
+    pred = predict_coding(doc["config"])
+    assert pred["calibration"].startswith("calibrated: b300") and pred["failure"] is None
+    got = {p["name"]: p for p in pred["problems"]}
+    assert list(got) == [p["name"] for p in doc["coding"]["problems"]]  # the eval's five, its order
+    given = [p for p in doc["coding"]["problems"] if p["tok_s"]]
+    assert {p["name"] for p in given} == {"merge_sorted", "word_count"}
+    for p in given:
+        assert got[p["name"]]["completion_tokens"] == p["completion_tokens"]
+        assert got[p["name"]]["length_source"].startswith("measured:")
+        assert abs(got[p["name"]]["tok_s"] / p["tok_s"] - 1) <= 0.10, (p, got[p["name"]])
+    assert all(p["length_source"].startswith("estimate, NOT measured")
+               for p in pred["problems"] if p["name"] not in {g["name"] for g in given})
+    mean = doc["coding"]["mean_tok_s"]
+    assert abs(pred["mean_tok_s"] / mean - 1) <= 0.10, (pred["mean_tok_s"], mean)
+    # the cap matters: smoke's answers, cut at 200 tokens, run faster (as short answers do on the box)
+    smoke = predict_coding(composed("hardware=b300", "workload=smoke"))
+    assert all(p["completion_tokens"] == 200 for p in smoke["problems"])
+    assert smoke["mean_tok_s"] > 1.2 * mean
 
 
 def test_calibrate_refits_the_shipped_files_byte_for_byte(tmp_path: Path) -> None:
@@ -155,8 +182,10 @@ def test_predict_cli_prints_cells_bands_and_the_calibration() -> None:
     proc = run("sweep.sim.predict", "hardware=pro6000_ep8", "workload=smoke")
     assert proc.returncode == 0, proc.stderr
     assert f"calibrated: pro6000 ({SHIPPED / 'pro6000.yaml'})" in proc.stdout and "simulated, not measured" in proc.stdout
+    assert "coding eval (the five problems, coding_max_tokens 200): mean " in proc.stdout
     js = json.loads(run("sweep.sim.predict", "hardware=h200", "workload=smoke", "--json").stdout)
     assert js["calibration"] == "uncalibrated: spec-sheet physics"
+    assert [p["completion_tokens"] for p in js["coding"]["problems"]] == [200] * 5
     c = js["cells"][0]
     assert c["output_tok_s_low"] < c["output_tok_s"] < c["output_tok_s_high"]
     bad = run("sweep.sim.predict", "spec.budget=0")

@@ -62,15 +62,66 @@ def test_tokenizer_is_lossless_and_consistent() -> None:
     assert tokens.chat_prompt_tokens([{"role": "user", "content": "hi"}]) == tokens.count("hi") + 7
 
 
-def test_answers_pass_the_harness_hidden_tests() -> None:
-    coding = pytest.importorskip("sweep.bench.coding")
-    problems = coding.five_problems() + coding.humaneval_problems(20)
-    for prob in problems:
-        ans = text.answer(prob.prompt, max_tokens=1024, ignore_eos=False, seed=0)
-        assert ans.finish_reason == "stop", prob.name
-        program = coding.program_for(prob, "".join(ans.pieces))
-        run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
-        assert "ALL TESTS PASSED" in run.stdout, (prob.name, run.stderr[-500:])
+_RUN_ALL = """
+import contextlib, io, json, sys
+failed = {}
+for name, program in json.load(sys.stdin).items():
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(program, name, "exec"), {"__name__": "__main__"})
+    except BaseException as exc:
+        failed[name] = repr(exc)[:300]
+    else:
+        if "ALL TESTS PASSED" not in out.getvalue():
+            failed[name] = "no ALL TESTS PASSED"
+print(json.dumps(failed))
+"""
+
+
+def test_answers_pass_the_hidden_tests_at_every_coding_workloads_cap() -> None:
+    """Each shipped workload with a coding eval: the sim's answers, cut at its
+    coding_max_tokens, keep their code whole (the cap cuts the prose after it)."""
+    import json
+
+    from sweep.bench import coding
+    from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
+
+    programs: dict[str, str] = {}
+    workloads = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "conf" / "workload").glob("*.yaml")):
+        wl = from_omegaconf(compose([f"workload={path.stem}"])).workload
+        if wl.coding == "off":
+            continue
+        workloads.append(path.stem)
+        for prob in coding.problems_for(wl):
+            ans = text.answer(prob.prompt, max_tokens=wl.coding_max_tokens, ignore_eos=False, seed=0)
+            programs[f"{path.stem}:{prob.name}"] = coding.program_for(prob, "".join(ans.pieces))
+    assert {"seed", "smoke", "coding"} <= set(workloads) and len(programs) >= 50
+    run = subprocess.run([sys.executable, "-c", _RUN_ALL], input=json.dumps(programs), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout) == {}
+
+
+def test_five_answers_are_code_then_prose_of_the_declared_length() -> None:
+    from sweep.bench import coding
+
+    lengths = text.answer_lengths()
+    assert [lengths[text.five_problem(p.prompt) or ""].problem for p in coding.five_problems()] == \
+        [p.name for p in coding.five_problems()]
+    for prob in coding.five_problems():
+        code = text.code_answer(prob.prompt) or ""
+        full = text.answer(prob.prompt, max_tokens=4096, ignore_eos=False, seed=3)
+        said = "".join(full.pieces)
+        assert len(full.pieces) == lengths[text.five_problem(prob.prompt) or ""].tokens > tokens.count(code)
+        assert full.finish_reason == "stop" and tokens.pieces(said) == full.pieces
+        assert said.startswith(code + "\n\n") and said.endswith(".") and "```" not in said[len(code):]
+        cut = text.answer(prob.prompt, max_tokens=tokens.count(code), ignore_eos=False, seed=3)
+        assert "".join(cut.pieces) == code and cut.finish_reason == "length"
+        wrong = text.answer(prob.prompt, max_tokens=4096, ignore_eos=False, seed=3, wrong_answer_rate=1.0)
+        assert len(wrong.pieces) == len(full.pieces) and not "".join(wrong.pieces).startswith(code)
 
 
 def test_answers_are_deterministic_per_seed_and_sized() -> None:

@@ -1,0 +1,77 @@
+"""Checks of the keys that say how the benchmark talks to a server and what it sends.
+
+``server.endpoint`` / ``server.tokenize`` / ``server.continuous_usage``
+(server facts, in the server YAML) and ``workload.prompt_source`` /
+``workload.dataset_path`` / ``workload.seed`` (what the matrix sends).
+Each problem is one ConfigError naming the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from sweep.compose.checks import int_
+from sweep.errors import ConfigError
+
+ENDPOINTS = ("completions", "chat")
+PROMPT_SOURCES = ("text", "random_ids", "dataset")
+TOKENIZE_KEYS = ("path", "field", "batch", "messages", "extra")
+
+
+def endpoint(node: Mapping[str, Any]) -> str:
+    value = node.get("endpoint", "completions")
+    if value not in ENDPOINTS:
+        raise ConfigError("server.endpoint", f"must be one of {', '.join(ENDPOINTS)}, got {value!r}")
+    return str(value)
+
+
+def tokenize(node: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``server.tokenize``: null, or {path, field, batch, messages, extra}."""
+    value = node.get("tokenize")
+    if value is None:
+        return None
+    p = "server.tokenize"
+    if not isinstance(value, Mapping):
+        raise ConfigError(p, f"must be null or a mapping with keys {', '.join(TOKENIZE_KEYS)}, got {value!r}")
+    for key in value:
+        if key not in TOKENIZE_KEYS:
+            raise ConfigError(f"{p}.{key}", f"is not a tokenize setting; allowed: {', '.join(TOKENIZE_KEYS)}")
+    path = value.get("path")
+    if not isinstance(path, str) or not path.startswith("/") or any(c in path for c in " ?#\t\r\n"):
+        raise ConfigError(f"{p}.path", f"must be a URL path such as /v1/tokenize, got {path!r}")
+    field = value.get("field", "prompt")
+    if not isinstance(field, str) or not field.isidentifier():
+        raise ConfigError(f"{p}.field", f"must be the request field that carries the text (e.g. prompt), "
+                          f"got {field!r}")
+    extra = value.get("extra") or {}
+    if not isinstance(extra, Mapping):
+        raise ConfigError(f"{p}.extra", f"must be a mapping of extra request fields, got {extra!r}")
+    for key in ("batch", "messages"):
+        if not isinstance(value.get(key, False), bool):
+            raise ConfigError(f"{p}.{key}", f"must be true or false, got {value.get(key)!r}")
+    return {"path": path, "field": field, "batch": bool(value.get("batch", False)),
+            "messages": bool(value.get("messages", False)), "extra": dict(extra)}
+
+
+def prompt_source(node: Mapping[str, Any], server_endpoint: str) -> tuple[str, str | None, int]:
+    """(prompt_source, dataset_path, seed) of ``workload``."""
+    p = "workload"
+    source = node.get("prompt_source", "text")
+    if source not in PROMPT_SOURCES:
+        raise ConfigError(f"{p}.prompt_source", f"must be one of {', '.join(PROMPT_SOURCES)}, got {source!r}")
+    if source == "random_ids" and server_endpoint != "completions":
+        raise ConfigError(f"{p}.prompt_source", "random_ids sends token ids, which only the completions "
+                          f"endpoint takes (server.endpoint=completions), got server.endpoint={server_endpoint}")
+    raw_path = node.get("dataset_path")
+    path = None
+    if source == "dataset":
+        if not raw_path:
+            raise ConfigError(f"{p}.dataset_path", "is required for workload.prompt_source=dataset "
+                              "(a JSONL file of prompts, e.g. ShareGPT-style)")
+        resolved = Path(str(raw_path)).expanduser()
+        if not resolved.is_file():
+            raise ConfigError(f"{p}.dataset_path", f"must be an existing JSONL file, got {str(raw_path)!r}")
+        path = str(resolved.resolve())
+    seed = int_(node, p, "seed", lo=0, optional=True) or 0
+    return str(source), path, seed
