@@ -73,6 +73,7 @@ CELL_KEYS = (
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
     "concurrency_capped",
+    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
 )
 
 
@@ -115,6 +116,10 @@ class CellResult:
     client_cpu_s: float = 0.0     # this process's CPU time during the measured window
     # in-flight requests actually used when the process could not open `concurrency` connections
     concurrency_capped: int | None = None
+    repeats: int = 1              # workload.repeats (sweep/bench/repeats.py); figures are means
+    output_tok_s_ci: list[float] | None = None
+    per_stream_tok_s_ci: list[float] | None = None
+    accept_len_ci: list[float] | None = None
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -355,15 +360,19 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
                       request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                       tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
-                      vocab_size: int | None = None) -> list[CellResult]:
+                      vocab_size: int | None = None,
+                      on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
+    from sweep.bench.repeats import combine
+
+    repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
     out: list[CellResult] = []
     with _progress_bar(progress) as bar:
-        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}", total=workload.requests_for(conc),
-                              tok_s="") for ctx, conc in cells]
+        tasks = [bar.add_task(f"ctx {ctx:>6} x conc {conc:<4}",
+                              total=workload.requests_for(conc) * repeats, tok_s="") for ctx, conc in cells]
         # a frozen server must not hold every cell for more than a request's own timeout
         admin_timeout = min(30.0, workload.request_timeout_s)
         async with make_admin_client(base_url, api_key=api_key, timeout_s=admin_timeout) as admin:
@@ -385,13 +394,18 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 def done(rec: RequestResult, task: Any = task) -> None:
                     bar.advance(task)
 
-                cell = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
-                                      api_key=api_key, on_done=done, request_extras=request_extras,
-                                      endpoint=endpoint, continuous_usage=continuous_usage,
-                                      flush=flush_once if do_flush else None)
+                runs = [await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                                       api_key=api_key, on_done=done, request_extras=request_extras,
+                                       endpoint=endpoint, continuous_usage=continuous_usage,
+                                       flush=flush_once if do_flush else None) for _ in range(repeats)]
+                pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
+                                   sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
+                cell = combine(runs, pooled)
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  {cell.errors} errors" if cell.errors else ""))
                 out.append(cell)
+                if on_cell is not None:
+                    on_cell(cell)
     return out
 
 
@@ -408,16 +422,23 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
                request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
-               vocab_size: int | None = None) -> list[CellResult]:
+               vocab_size: int | None = None,
+               on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
-    are counted per cell in ``errors`` / ``error_kinds``.
+    are counted per cell in ``errors`` / ``error_kinds``. Cells run in a fixed
+    order: contexts outer, concurrencies inner, as listed by the workload; each
+    ``workload.repeats`` times in a row (sweep/bench/repeats.py). ``on_cell`` is
+    called in the benchmark's thread right after each cell finishes, with the
+    cell that ends up in the returned list; whatever it raises stops the matrix
+    and propagates (the trial's pruner uses this: sweep/trial/hooks.py).
     """
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
-                                     continuous_usage=continuous_usage, vocab_size=vocab_size)
+                                     continuous_usage=continuous_usage, vocab_size=vocab_size,
+                                     on_cell=on_cell)
     return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
 
 

@@ -109,6 +109,7 @@ RULES: dict[str, Rule] = {
     "hardware.perf.calibration": PATH,
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),
+    "hardware.quirks.rules": Rule("list"),  # its entries: sweep/compose/constraints.py
     # -- spec
     "spec.algorithm": REQUIRED_NAME,
     "spec.budget": _int(1, MAX_SPEC, "draft tokens per step"),
@@ -125,6 +126,7 @@ RULES: dict[str, Rule] = {
     "spec.synth_len": _num(1, MAX_SPEC + 1, "tokens per step"),
     "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
     "spec.render": MAPPING,
+    "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
     # -- model
     "model.name": REQUIRED_NAME,
     "model.path": PATH,
@@ -174,6 +176,7 @@ RULES: dict[str, Rule] = {
     "server.sim.seed": _int(0, MAX_SEED, "seed"),
     "server.sim.time_scale": _num(0, 1000, "x real time"),
     "server.sim.tokenizer": PATH,
+    "server.sim.noise": _num(0, 1, "fraction of step time"),
     "server.sim.faults": MAPPING,
     "server.sim.faults.startup": _enum(None, *SIM_FAULTS),
     "server.sim.faults.crash_after_requests": _int(1, MAX_REQUESTS, "requests"),
@@ -228,6 +231,7 @@ RULES: dict[str, Rule] = {
     "workload.prompt_source": _enum(*PROMPT_SOURCES),
     "workload.dataset_path": PATH,
     "workload.seed": _int(0, MAX_SEED, "seed"),
+    "workload.repeats": _int(1, 100, "measurements per cell"),
     "workload.coding": _enum(*CODING_EVALS, False, None),
     "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
     "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),

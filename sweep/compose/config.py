@@ -19,6 +19,7 @@ from sweep.compose.acceptance_checks import checked_declaration
 from sweep.compose.bounds import CODING_EVALS, SANDBOX_MECHANISMS
 from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
 from sweep.compose.checks import no_control_chars as _no_control_chars
+from sweep.compose.constraints import check_spec_constraints, quirk_rules
 from sweep.compose.hosts import PoolHost, pool_hosts
 from sweep.compose.settings import Mlflow, Objective, Results, launcher_settings, mlflow, objective, results
 from sweep.compose.synthetic import check_synthetic
@@ -131,6 +132,7 @@ class Workload:
     prompt_source: str = "text"       # text | random_ids | dataset
     dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
     seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
+    repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -184,11 +186,9 @@ def _hardware(node: Mapping[str, Any]) -> Hardware:
 def _spec(node: Mapping[str, Any]) -> Spec:
     p = "spec"
     budget, topk = _v(node, p, "budget"), _v(node, p, "topk")
-    if budget is not None and topk is not None and topk > budget:
-        raise ConfigError(f"{p}.topk", f"must be <= spec.budget={budget} (range 1..{budget}), got {topk}")
     block, window = _v(node, p, "block"), _v(node, p, "window")
-    if window is not None and block is not None and window < block:
-        raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
+    # Rules between knobs (topk <= budget, ...) are the spec's declared `constraints`,
+    # checked by build() once every value is typed (sweep/compose/constraints.py).
     check_synthetic(node, p, budget)
     return Spec(algorithm=_v(node, p, "algorithm"), budget=budget, topk=topk, window=window, block=block,
                 num_steps=_v(node, p, "num_steps"), draft_family=_v(node, p, "draft_family"),
@@ -271,6 +271,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         sandbox_memory_mb=_v(sandbox, sp, "memory_mb", 512),
         sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
+        repeats=_v(node, p, "repeats", 1),
     )
 
 
@@ -302,6 +303,8 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     bounds.check_config(cfg)  # every key with a rule: typed and bounded (sweep/compose/bounds.py)
     hardware = _hardware(cfg["hardware"])
     spec = _spec(cfg["spec"])
+    check_spec_constraints(cfg)   # the same declaration the sweeper's valid-only space reads
+    quirk_rules(cfg["hardware"])  # declarations parse (the sweeper applies them)
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])

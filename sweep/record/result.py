@@ -24,7 +24,8 @@ from sweep.record._model import Record, json_schema
 
 SCHEMA = 1
 FILENAME = "result.json"
-Status = Literal["running", "ok", "failed", "interrupted"]
+# pruned: stopped after some cells by the sweeper's pruner (sweep/trial/hooks.py), cells kept
+Status = Literal["running", "ok", "failed", "interrupted", "pruned"]
 
 
 @dataclass(kw_only=True)
@@ -107,6 +108,14 @@ class Cell(Record):
     concurrency_capped: int | None = field(default=None, metadata={
         "doc": "in-flight requests used when the client could not open `concurrency` connections "
                "(RLIMIT_NOFILE); null: not capped"})
+    repeats: int | None = field(default=None, metadata={
+        "doc": "times the cell was measured (workload.repeats); the figures above are means"})
+    output_tok_s_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    per_stream_tok_s_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    accept_len_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
 
 
 @dataclass(kw_only=True)
@@ -171,6 +180,19 @@ class Baseline(Record):
 
 
 @dataclass(kw_only=True)
+class Prediction(Record):
+    """What the twin predicted for this config before it ran (the sweeper's pre-screen)."""
+
+    calibration: str | None = field(default=None, metadata={"doc": "the twin that predicted it"})
+    rank: int | None = field(default=None, metadata={"doc": "place in the pre-screen's ranking, 1 = best"})
+    objective: float | None = field(default=None, metadata={"doc": "predicted objective"})
+    measured: float | None = field(default=None, metadata={"doc": "measured objective (null unless ok)"})
+    error: float | None = field(default=None, metadata={"doc": "measured / predicted - 1"})
+    cells: list[dict[str, Any]] = field(default_factory=list, metadata={
+        "doc": "per cell: context, concurrency, predicted and measured output_tok_s"})
+
+
+@dataclass(kw_only=True)
 class MlflowInfo(Record):
     """Where the trial's MLflow run is (``synced``: it is complete there)."""
 
@@ -206,6 +228,8 @@ class TrialResult(Record):
     baseline: Baseline | None = None
     config: dict[str, Any] = field(default_factory=dict, metadata={
         "doc": "the resolved composed config (secrets masked)"})
+    prediction: Prediction | None = field(default=None, metadata={
+        "doc": "the twin's prediction for this config (Optuna sweeper's pre-screen), vs measured"})
     mlflow: MlflowInfo = field(default_factory=MlflowInfo)
 
     def __post_init__(self) -> None:

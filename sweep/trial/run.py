@@ -23,7 +23,7 @@ from sweep.launch import Launch
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
-from sweep.trial import bench_errors
+from sweep.trial import bench_errors, hooks, prediction
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
 
@@ -76,6 +76,9 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
 
     Where the server reports acceptance (response fields, /metrics names, log
     lines) is its group's ``server.acceptance`` (:mod:`sweep.bench.acceptance`).
+    After each cell the result file is rewritten and the cell hooks run
+    (:mod:`sweep.trial.hooks`); one that raises StopTrial ends the matrix there:
+    the trial is ``pruned`` with the cells measured so far.
     """
     from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
@@ -93,7 +96,20 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
         doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)
-    cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg))
+    cells: list[Any] = []
+
+    def on_cell(measured: Any) -> None:
+        cells.append(measured)
+        cell = Cell.from_dict(measured.to_dict())
+        doc.cells.append(cell)
+        doc.write(path)
+        hooks.after_cell(doc, cell)
+
+    try:
+        run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, **server_options(cfg))
+    except hooks.StopTrial as stop:
+        doc.status = "pruned"
+        doc.failure = Failure(reason="pruned", message=stop.reason)
     from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
     # requests sent twice because the server closed a kept-alive connection unanswered
@@ -229,6 +245,7 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
     finally:
         doc.trial.finished = _now()
         _finish_metrics(cfg, doc)
+        prediction.record(cfg, doc)
         if doc.ok:
             _attach_baseline(cfg, doc, ctx, path)
             doc.metrics.speedup_vs_baseline = doc.speedup_vs_baseline

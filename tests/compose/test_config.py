@@ -36,7 +36,7 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
     ("spec.budget=0", "spec.budget", "in [1, 1024]"),
     ("spec.topk=0", "spec.topk", "in [1, 1024]"),
     ("spec.topk=9", "spec.topk", "<= spec.budget=8"),
-    ("spec.window=4", "spec.window", ">= the draft block"),
+    ("spec.window=4", "spec.window", ">= spec.block=8 (declared: spec.constraints"),
     ("workload.concurrency=[1,0]", "workload.concurrency[1]", "in [1, 100000]"),
     ("workload.contexts=[-5]", "workload.contexts[0]", "in [1, "),
     ("workload.contexts=[300000]", "workload.contexts", "in [1, 262144]"),
