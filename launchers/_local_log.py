@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterable
 
 from sweep import secrets
-from sweep.atomic import now_iso
+from sweep.atomic import DiskFull, no_room, now_iso
 
 # Records keep the logger name they had before this module was split out of launchers.local.
 logger = logging.getLogger("launchers.local")
@@ -30,17 +30,39 @@ _ROOT = str(Path(__file__).resolve().parent.parent)  # where ``launchers`` and `
 
 
 def _pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
-    """Copy server output to the log line by line, masking secrets."""
+    """Copy server output to the log line by line, masking secrets.
+
+    A log that cannot be written (a full disk) loses its further lines, said
+    once; the pipe is still drained, or the server would block writing to it.
+    """
+    out: IO[bytes] | None = dst
     with src:
         for line in iter(src.readline, b""):
+            if out is None:
+                continue
             text = redact(line.decode("utf-8", "surrogateescape"))
-            dst.write(text.encode("utf-8", "surrogateescape"))
-            dst.flush()
+            try:
+                out.write(text.encode("utf-8", "surrogateescape"))
+                out.flush()
+            except OSError as exc:
+                _close_quietly(out)
+                out = None
+                why = DiskFull(dst.name, exc).describe() if no_room(exc) else f"{dst.name}: {exc}"
+                logger.warning("server log: %s; its further lines are dropped", why)
+
+
+def _close_quietly(f: IO[bytes]) -> None:
+    try:
+        f.close()
+    except OSError:
+        pass
 
 
 def _run_pump(src: IO[bytes], dst: IO[bytes], redact: Callable[[str], str]) -> None:
-    with dst:
+    try:
         _pump(src, dst, redact)
+    finally:
+        _close_quietly(dst)
 
 
 def pump_process_main(log_path: str) -> None:

@@ -21,16 +21,21 @@ non-root SSH user (passwordless sudo for systemctl/journalctl and the unit dir).
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
 from launchers._ssh_unit import env_file, render_unit
+from launchers.base import LaunchFailure
 
 if TYPE_CHECKING:
     from launchers._ssh_conn import Remote
     from sweep.launch import Launch, LauncherSettings, SSHSettings
 
 ACTIVE = ("active", "activating", "reloading")
+# systemd.unit(5): the name of a service unit (the config check, sweep/compose/bounds.py, says the same)
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?\.service$")
 DROPIN_NAME = "50-specsweep.conf"
 MAX_LOG_BYTES = 32 * 1024 * 1024
 
@@ -50,6 +55,7 @@ class SystemdBackend:
         self.path = (f"{self.unit_dir}/{self.unit}.d/{DROPIN_NAME}" if self.dropin
                      else f"{self.unit_dir}/{self.unit}")
         self.env_path = f"{self.workdir}/{self.unit}.secrets.env"
+        _inside(self.unit, self.path, self.unit_dir, self.env_path, self.workdir)
         self.pgid: int | None = None
         self.start_mark: Any = None
         self._wrote_dropin = False
@@ -137,3 +143,13 @@ class SystemdBackend:
 
     def describe(self) -> str:
         return f"unit {self.unit} ({self.path})"
+
+
+def _inside(unit: str, path: str, unit_dir: str, env_path: str, workdir: str) -> None:
+    """The unit file stays in launcher.unit_dir and its secrets file in launcher.workdir,
+    whatever the settings say (checked up front too; this is the last line before a write)."""
+    if len(unit) > 255 or not UNIT_NAME.match(unit):
+        raise LaunchFailure("preflight", f"launcher.unit {unit!r} is not a systemd unit name")
+    for file, folder in ((path, unit_dir), (env_path, workdir)):
+        if not posixpath.normpath(file).startswith(posixpath.normpath(folder).rstrip("/") + "/"):
+            raise LaunchFailure("preflight", f"{file} is not inside {folder}: refusing to write it")

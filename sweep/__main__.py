@@ -17,9 +17,10 @@ def main() -> None:
     cmdline.check(sys.argv[1:])
     if cmdline.print_job_config(sys.argv[1:]):
         return
-    from sweep.app import task
+    from sweep import app
 
-    task()
+    app.task()
+    sys.exit(app.exit_status())  # 1 when the trial failed (every trial, for a multirun): sweep/app.py
 
 
 if __name__ == "__main__":

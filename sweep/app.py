@@ -1,8 +1,21 @@
-"""The Hydra app: one job = one trial (or, with dry_run=true, its launch)."""
+"""The Hydra app: one job = one trial (or, with dry_run=true, its launch), and the exit status.
+
+Exit status of ``python -m sweep`` (scripts and CI rely on it):
+
+* 0: the trial ran and is ``ok`` (or ``pruned``); a dry run; ``--cfg``;
+* 1: a single run whose trial ``failed`` (``bench_errors``, ``crashed``,
+  ``cuda_graph`` ...), or a multirun / search in which *every* trial failed
+  (a multirun finishes every job first: some failed configs are what a sweep
+  is for); a full disk (one line, see :mod:`sweep.atomic`);
+* 2: bad input (one line naming the key), before anything started;
+* 130: Ctrl-C (the trial is recorded ``interrupted``).
+"""
 
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -10,8 +23,48 @@ from omegaconf import DictConfig
 
 import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*} before composition)
 from sweep import secrets
+from sweep.atomic import DiskFull
 from sweep.errors import EXIT_CONFIG, ConfigError
 from sweep.launch import Launch
+
+EXIT_FAILED = 1
+# (multirun?, trial status) of every trial this process ran
+_outcomes: list[tuple[bool, str]] = []
+_sweep_dirs: list[Path] = []  # multiruns this process ran (their trials may run in pool workers)
+_started = datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def note_sweep_dir(sweep_dir: Path) -> None:
+    """The Hydra callback: a multirun of this process ended (its trials may have run elsewhere)."""
+    _sweep_dirs.append(Path(sweep_dir))
+
+
+def _statuses_on_disk() -> list[str]:
+    """Status of every trial of this process's multiruns, from their result files."""
+    from sweep.record.result import iter_results
+
+    out = []
+    for sweep_dir in _sweep_dirs:
+        # an unreadable result file counts as a failed trial (a truncated write, a full disk)
+        for _, doc in iter_results(sweep_dir, on_error=lambda _p, _e: out.append("failed")):
+            try:
+                started = datetime.fromisoformat(str(doc.trial.started))
+            except ValueError:
+                continue
+            if started >= _started:
+                out.append(str(doc.status))
+    return out
+
+
+def exit_status() -> int:
+    """0, or 1 when the single trial failed / every trial of the multirun failed (module docstring)."""
+    single = [status for multi, status in _outcomes if not multi]
+    if single:
+        return EXIT_FAILED if single[-1] == "failed" else 0
+    if not _sweep_dirs:  # no multirun ended here (a dry run, or a pool worker: its controller judges)
+        return 0
+    statuses = [status for multi, status in _outcomes if multi] or _statuses_on_disk()
+    return EXIT_FAILED if statuses and all(s == "failed" for s in statuses) else 0
 
 
 def print_dry_run(launch: Launch, simulated: bool, secret_flags: tuple[str, ...] = ()) -> None:
@@ -51,6 +104,15 @@ def task(cfg: DictConfig) -> Any:
         secrets.remember(launch.secrets)
         print_dry_run(launch, trial_cfg.simulated, trial_cfg.server.secret_flags)
         return None
+    from hydra.core.hydra_config import HydraConfig
+
     from sweep.trial.run import run_trial
 
-    return run_trial(trial_cfg, launch, cfg)
+    mode = HydraConfig.get().mode
+    try:
+        ret = run_trial(trial_cfg, launch, cfg)
+    except DiskFull as exc:  # one line, not Hydra's traceback; the servers were stopped
+        print(secrets.mask_text(exc.one_line()), file=sys.stderr)
+        raise SystemExit(EXIT_FAILED) from None
+    _outcomes.append((mode is not None and mode.name == "MULTIRUN", str(ret.get("status"))))
+    return ret

@@ -2,17 +2,81 @@
 
 ``write_atomic`` is how every JSON record reaches disk (result files, the
 sweep's MLflow record, the local launcher's server state files): a temporary
-file in the same directory (``mkstemp``: mode 0600), fsync, rename.
+file in the same directory (``mkstemp``: mode 0600), fsync, rename. A write
+that fails leaves the previous file as it was, so a full disk mid-trial
+loses nothing written before; it raises :class:`DiskFull`, whose one line
+says which file and how much room is left (``python -m sweep`` prints that
+line and exits 1, never a traceback).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
+import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
+
+# No space, quota exceeded, or past the file size limit (RLIMIT_FSIZE): no room either way.
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+class DiskFull(OSError):
+    """A write failed for lack of room on its filesystem."""
+
+    def __init__(self, path: str | Path, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.path = Path(path)
+
+    def describe(self) -> str:
+        if self.errno == errno.EFBIG:  # not the disk: this process's file size limit
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            shown = "unlimited" if limit == resource.RLIM_INFINITY else _size(limit)
+            return f"file size limit: cannot write {self.path} (RLIMIT_FSIZE {shown}; {self.strerror})"
+        free, mount = room(self.path)
+        where = f"{_size(free)} free on {mount}" if free is not None else "free space unknown"
+        return f"disk full: cannot write {self.path} ({where}; {self.strerror})"
+
+    def one_line(self) -> str:
+        return f"error: {self.describe()}; the results written before are intact"
+
+
+def no_room(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in NO_ROOM
+
+
+def room(path: str | Path) -> tuple[int | None, str]:
+    """(free bytes, mount point) of the filesystem ``path`` is (or would be) on."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    mount = p
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    try:
+        return shutil.disk_usage(p).free, str(mount)
+    except OSError:
+        return None, str(mount)
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def quiet_log_errors() -> None:
+    """Once the disk is full, every log file on it fails too: no "--- Logging error ---"
+    traceback per record (the one line about the full disk says it all)."""
+    logging.raiseExceptions = False
 
 
 def now_iso() -> str:
@@ -46,19 +110,28 @@ def write_atomic_text(path: Path, text: str) -> Path:
 
 def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any]) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=suffix, dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=suffix, dir=path.parent)
+    except OSError as exc:
+        if no_room(exc):
+            quiet_log_errors()
+            raise DiskFull(path, exc) from None
+        raise
     try:
         with os.fdopen(fd, "w") as fh:
             body(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and no_room(exc):
+            quiet_log_errors()
+            raise DiskFull(path, exc) from None
         raise
     return path
 

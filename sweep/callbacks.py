@@ -207,6 +207,9 @@ class SweepCallback(Callback):
         finally:
             sweep_dir = Path(config.hydra.sweep.dir)
             self._progress = None
+            from sweep import app
+
+            app.note_sweep_dir(sweep_dir)  # the exit status counts its trials (pool workers' too)
             if (sweep_dir / "multirun.yaml").is_file():
                 mask_file(sweep_dir / "multirun.yaml", _secrets_of(config))
             if config.get("dry_run"):

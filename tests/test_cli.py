@@ -18,7 +18,7 @@ def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     (["hardware=b301"], "hardware"),
     (["spec.topk=16"], "spec.topk"),
     (["-m", "spec.budget=8,0"], "spec.budget"),
-    (["workload.concurrency=[0]"], "workload.concurrency"),
+    (["workload.concurrency=[0]"], "workload.concurrency[0]"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, key) -> None:
     out = run(*args, cwd=tmp_path)

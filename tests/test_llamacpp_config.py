@@ -45,7 +45,7 @@ def test_budget_is_the_draft_length_and_synthetic_rates_are_one_argument():
     (["spec=llamacpp_synth", "spec.synth_rates=[0.5]"], "spec.synth_rates"),  # both set
     (["spec=llamacpp_synth", "spec.synth_len=null", "spec.synth_rates=[0.5,0.6,0.1,0.1]"], "spec.synth_rates"),
     (["spec=llamacpp_synth", "spec.synth_len=null", "spec.synth_rates=[0.5,0.4]"], "spec.synth_rates"),
-    (["spec=llamacpp_synth", "spec.synth_len=null", "spec.synth_rates=[1.5,1,1,1]"], "spec.synth_rates"),
+    (["spec=llamacpp_synth", "spec.synth_len=null", "spec.synth_rates=[1.5,1,1,1]"], "spec.synth_rates[0]"),
     (["spec=ddtree"], "spec"),                                                # no llama.cpp form
 ])
 def test_bad_llamacpp_values_are_one_line_errors(overrides, key):

@@ -37,7 +37,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from . import _report, _result, _sampler, _space, _storage
+from . import _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
 from ._loop import Interrupted, SearchLoop
 from .config import DETERMINISTIC_FAILURES
 
@@ -84,6 +84,9 @@ class Settings:
     stale_after: float
     plots: dict[str, Any]
     pool: dict[str, Any]
+    quirks: str = "avoid"
+    prescreen: dict[str, Any] | None = None
+    pruner: Any = None  # an Optuna pruner (Hydra instantiates hydra.sweeper.pruner) or its config
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
@@ -125,7 +128,37 @@ class Settings:
             stale_after=float(g.get("stale_after") or 600.0),
             plots=dict(g.get("plots") or {}),
             pool=dict(g.get("pool") or {}),
+            quirks=_choice("quirks", g.get("quirks") or "avoid", _rules.QUIRK_MODES),
+            prescreen=_prescreen_settings(g.get("prescreen"), metrics),
+            pruner=g.get("pruner"),
         )
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if str(value) not in allowed:
+        raise ValueError(f"hydra.sweeper.{key}: {value!r}; allowed: {', '.join(allowed)}")
+    return str(value)
+
+
+def _prescreen_settings(node: Any, metrics: Any) -> dict[str, Any] | None:
+    node = dict(node or {})
+    top_k = node.get("top_k") or 0
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"hydra.sweeper.prescreen.top_k: {top_k!r}; allowed: an integer >= 0 "
+                         "(0 = no pre-screen)")
+    if not top_k:
+        return None
+    if metrics:
+        raise ValueError("hydra.sweeper.prescreen: the twin ranks by the app's objective "
+                         "(objective.metric); it cannot rank hydra.sweeper.metrics")
+    cal = node.get("calibration")
+    if cal not in (None, "", "none"):
+        path = Path(str(cal)).expanduser().absolute()
+        if not path.is_file():
+            raise ValueError(f"hydra.sweeper.prescreen.calibration: {cal!r} is not a file "
+                             "(null: the box's own calibration; none: the priors)")
+        cal = str(path)
+    return {"top_k": int(top_k), "calibration": cal or None}
 
 
 def sampler_seed(settings: Settings, existing: int, salt: str | None = None) -> int | None:
@@ -148,18 +181,23 @@ def sampler_seed(settings: Settings, existing: int, salt: str | None = None) -> 
 
 def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
                study_name: str, *, lock: Any = None, salt: str | None = None,
+               rules: _rules.Rules | None = None,
                objective_name: str | None = None) -> tuple[optuna.Study, str]:
     """Create or load the study, fail stale trials, install the (resume-offset) sampler.
 
     ``lock``: the study lock (creation and the stale check are serialized with the
-    other workers); ``salt``: a worker's label, mixed into its sampler seed.
+    other workers); ``salt``: a worker's label, mixed into its sampler seed;
+    ``rules``: the sampler proposes only their valid points.
     """
     storage, shown = _storage.open_storage(settings.storage, sweep_dir)
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
     with lock if lock is not None else contextlib.nullcontext():
         study = optuna.create_study(study_name=study_name, storage=storage,
                                     directions=wanted, load_if_exists=True,
-                                    sampler=optuna.samplers.RandomSampler(seed=settings.seed))
+                                    sampler=optuna.samplers.RandomSampler(seed=settings.seed),
+                                    # None would be Optuna's default, a MedianPruner
+                                    pruner=_prune.build(settings.pruner, len(wanted))
+                                    or optuna.pruners.NopPruner())
         if study.directions != wanted:
             raise ValueError(f"study {study_name!r} in {shown} has directions "
                              f"{[d.name.lower() for d in study.directions]}, not "
@@ -171,7 +209,7 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     # A resumed study must not replay the first run's random draws (each would be a repeat).
     study.sampler = _sampler.build(settings.sampler, seed=sampler_seed(settings, existing, salt),
                                    n_objectives=len(settings.directions), space=space,
-                                   deterministic=settings.deterministic)
+                                   deterministic=settings.deterministic, rules=rules)
     names = settings.metrics or ([objective_name] if objective_name else None)
     if names and study.metric_names != names:
         study.set_metric_names(names)  # optuna-dashboard shows them, not "Objective 0"
@@ -232,12 +270,15 @@ class OptunaSweeperImpl:
             outcome.user_attrs.setdefault("job_dir", str(job_dir or ret.working_dir))
         return outcome
 
-    def _extra(self, number: int, study_name: str) -> list[str]:
+    def _extra(self, number: int, study_name: str, params: Mapping[str, Any] | None = None,
+               prescreen: _prescreen.Prescreen | None = None) -> list[str]:
         s = self.settings
         out = [f"++{s.trial_number_key}={number}"]
         if s.study_name_key:
             quoted = study_name.replace("\\", "\\\\").replace("'", "\\'")
             out.append(f"++{s.study_name_key}='{quoted}'")
+        if prescreen is not None and params:
+            out.extend(prescreen.overrides(params))
         return out
 
     def _check_composes(self, space: _space.SearchSpace) -> None:
@@ -263,6 +304,7 @@ class OptunaSweeperImpl:
         if not space.distributions:
             raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
                              "such as spec.budget=choice(4,8,16)")
+        _refuse_bad_values(space)  # before the study starts
         self._check_composes(space)
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -279,15 +321,22 @@ class OptunaSweeperImpl:
             raise ValueError("hydra.sweeper.storage=memory: a host pool needs a storage every "
                              "worker process shares (null: a journal file in the sweep dir)")
         lock = _storage.study_lock(s.storage, sweep_dir, name)
-        study, shown = open_study(s, space, sweep_dir, name, lock=lock,
+        rules = self._declared_rules(space)
+        study, shown = open_study(s, space, sweep_dir, name, lock=lock, rules=rules,
                                   objective_name=_objective_name(self.config))
-        log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s",
+        log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s; %s",
                  name, shown, s.sampler.get("name"), s.directions, s.n_trials,
-                 ", ".join(f"{k} {_space.describe(d)}" for k, d in space.distributions.items()))
-        loop = self._loop(study, space, name, lock)
+                 ", ".join(f"{k} {_space.describe(d)}" for k, d in space.distributions.items()),
+                 rules.summary())
+        loop = self._loop(study, space, name, lock, rules=rules)
         with lock:
             loop.requeue()
             loop.enqueue(s.enqueue)
+            if s.prescreen:
+                pre = _prescreen.prescreen(study, loop, rules, top_k=s.prescreen["top_k"],
+                                           calibration=s.prescreen["calibration"],
+                                           direction=s.directions[0], sweep_dir=sweep_dir)
+                _prescreen.log_to_mlflow(self.config, sweep_dir, pre, len(rules.points() or []))
         interrupted: Interrupted | None = None
         pool_run: Any = None
         try:
@@ -318,23 +367,43 @@ class OptunaSweeperImpl:
         print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
         return best
 
+    def _declared_rules(self, space: _space.SearchSpace) -> _rules.Rules:
+        """The declared rules over this space, each point composed the way its job is."""
+        assert self.config is not None and self.hydra_context is not None
+        loader, master = self.hydra_context.config_loader, self.config
+
+        def compose(lines: list[str]) -> DictConfig:
+            return loader.load_sweep_config(master_config=master, sweep_overrides=lines)
+
+        source = _rules.ConfigSource(compose, space, (self.config.hydra.runtime.choices or {}).keys())
+        return _rules.Rules(source, self.settings.quirks)
+
     def _loop(self, study: optuna.Study, space: _space.SearchSpace, name: str, lock: Any,
-              label: str | None = None) -> SearchLoop:
+              label: str | None = None, rules: _rules.Rules | None = None) -> SearchLoop:
         s = self.settings
+        pre: dict[str, Any] = {}
+
+        def extra(number: int, params: Mapping[str, Any]) -> list[str]:
+            if "loaded" not in pre:  # the controller stored it before any job (pool: workers read it)
+                pre["loaded"] = _prescreen.Prescreen.load(study) if s.prescreen else None
+            return self._extra(number, name, params, pre["loaded"])
+
+        pruner = study.pruner if not isinstance(study.pruner, optuna.pruners.NopPruner) else None
         return SearchLoop(study, space, self._execute, n_trials=s.n_trials,
                           deterministic=s.deterministic, reuse_completed=s.reuse_completed,
-                          requeue_interrupted=s.requeue_interrupted,
-                          extra_overrides=lambda n: self._extra(n, name),
+                          requeue_interrupted=s.requeue_interrupted, extra_overrides=extra,
                           heartbeat_interval=s.heartbeat_interval, lock=lock,
-                          stale_after=s.stale_after, label=label)
+                          stale_after=s.stale_after, label=label, rules=rules,
+                          around_job=(lambda t: _prune.reporting(t, pruner)) if pruner else None)
 
     def _work(self, space: _space.SearchSpace, sweep_dir: Path, name: str, label: str) -> None:
         """One worker of a pool: the loop on the shared study; the controller reports."""
         s = self.settings
         lock = _storage.study_lock(s.storage, sweep_dir, name)
-        study, shown = open_study(s, space, sweep_dir, name, lock=lock, salt=label)
+        rules = self._declared_rules(space)
+        study, shown = open_study(s, space, sweep_dir, name, lock=lock, salt=label, rules=rules)
         log.info("worker %s on study %r in %s", label, name, shown)
-        loop = self._loop(study, space, name, lock, label=label)
+        loop = self._loop(study, space, name, lock, label=label, rules=rules)
         try:
             loop.run()
         except Interrupted:
@@ -344,3 +413,28 @@ class OptunaSweeperImpl:
             lock.close()
         print(f"worker {label}: done, {loop.executed} job(s) run")
         return None
+
+
+# -- harden2 (issue 11, section 5): every value of the space through the config's own rules --------
+
+
+def _refuse_bad_values(space: _space.SearchSpace) -> None:
+    """Each value the space can give (every choice, both ends of a range), checked by its key's
+    rule in ``sweep/compose/bounds.py``: one line and exit status 2 before the study starts,
+    never a failed trial. (``python -m sweep`` checks the same before Hydra runs.)"""
+    import sys
+
+    from sweep.compose.search_space import check_values
+    from sweep.errors import EXIT_CONFIG, ConfigError
+
+    values: dict[str, list[Any]] = {}
+    for name, dist in space.distributions.items():
+        found = _space.discrete_values(dist)
+        if found is None or len(found) > 10_000:  # continuous or long: its ends
+            found = [getattr(dist, "low", None), getattr(dist, "high", None)]
+        values[name] = [_space.decode(name, v) for v in found if v is not None]
+    try:
+        check_values(values)
+    except ConfigError as err:
+        print(err.one_line(), file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None

@@ -19,6 +19,14 @@ Rules it enforces:
   recorded result instead of restarting a server for it.
 * A trial never stays RUNNING because of this process: Ctrl-C or an error
   marks it FAIL (``interrupted`` / ``sweeper_error``) before leaving.
+* Only valid points run (``rules``, see ``_rules``): the sampler proposes inside
+  the valid space (``_sampler``); a proposal that is not (a GP optimum outside it)
+  is told FAIL ``invalid`` with the rule it breaks, runs nothing and does not count
+  toward ``n_trials``. A point run with a quirk's workaround gets its override lines
+  appended and recorded (user attrs ``quirk``, ``workaround``).
+* A job stopped early by the pruner (``around_job`` registers the cell hook, see
+  ``_prune``) is told PRUNED (its value: the last intermediate one); it counts, and
+  a repeat of its config is answered PRUNED without running.
 
 Several loops may work on one study at once (one per host of a pool, or
 controllers on several machines). Then:
@@ -41,24 +49,27 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.samplers import GridSampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from sweep.report.progress import SweepProgress
 
 from . import _storage
 from ._result import INTERRUPTED, Outcome, failed
-from ._sampler import FailureAwareSampler
+from ._sampler import REJECTED, FailureAwareSampler
 from ._space import SearchSpace, format_value
+
+if TYPE_CHECKING:
+    from ._rules import Rules
 
 log = logging.getLogger(__name__)
 
 Execute = Callable[[int, list[str]], Outcome]
+MAX_REJECTED_IN_A_ROW = 200  # proposals outside the valid space before the loop gives up
 
 
 class Interrupted(Exception):
@@ -100,6 +111,8 @@ class _Job:
     index: int = 0  # 1-based place in the study's n_trials (progress)
     answered: FrozenTrial | None = None
     twin: FrozenTrial | None = None  # a RUNNING trial of another worker with the same config
+    rejected: str | None = None      # why the point is outside the valid space (never run)
+    workaround: tuple[str, ...] = ()  # a quirk's override lines the job runs with
 
 
 @dataclass
@@ -113,10 +126,13 @@ class _Idle:
 class SearchLoop:
     def __init__(self, study: optuna.Study, space: SearchSpace, execute: Execute, *,
                  n_trials: int, deterministic: Sequence[str], reuse_completed: bool = True,
-                 requeue_interrupted: bool = True, extra_overrides: Callable[[int], list[str]]
-                 | None = None, heartbeat_interval: float = 30.0,
+                 requeue_interrupted: bool = True,
+                 extra_overrides: Callable[[int, Mapping[str, Any]], list[str]] | None = None,
+                 heartbeat_interval: float = 30.0,
                  lock: ContextManager[Any] | None = None, stale_after: float | None = None,
-                 wait_for_running: bool = True, label: str | None = None) -> None:
+                 wait_for_running: bool = True, label: str | None = None,
+                 rules: "Rules | None" = None,
+                 around_job: Callable[[Trial], ContextManager[Any]] | None = None) -> None:
         self.study = study
         self.space = space
         self.execute = execute
@@ -124,7 +140,10 @@ class SearchLoop:
         self.deterministic = set(deterministic)
         self.reuse_completed = reuse_completed
         self.requeue_interrupted = requeue_interrupted
-        self.extra_overrides = extra_overrides or (lambda n: [])
+        self.extra_overrides = extra_overrides or (lambda n, p: [])
+        self.rules = rules
+        self.around_job = around_job or (lambda trial: contextlib.nullcontext())
+        self._rejected_in_a_row = 0
         self.heartbeat_interval = heartbeat_interval
         # The study lock (``_storage.study_lock``); none: this loop is the study's only writer.
         self.lock: ContextManager[Any] = lock if lock is not None else contextlib.nullcontext()
@@ -145,7 +164,7 @@ class SearchLoop:
     def _counts(self, t: FrozenTrial) -> bool:
         if t.state == TrialState.WAITING:
             return False
-        return not (t.state == TrialState.FAIL and self._reason(t) in INTERRUPTED)
+        return not (t.state == TrialState.FAIL and self._reason(t) in (*INTERRUPTED, REJECTED))
 
     def counted(self) -> int:
         """Trials that count toward n_trials (see module docstring)."""
@@ -158,7 +177,8 @@ class SearchLoop:
             if not t.params:
                 continue
             usable = (t.state == TrialState.COMPLETE and self.reuse_completed) or \
-                (t.state == TrialState.FAIL and self._reason(t) in self.deterministic)
+                t.state == TrialState.PRUNED or (t.state == TrialState.FAIL and (
+                    self._reason(t) in self.deterministic or self._reason(t) == REJECTED))
             key = params_key(t.params)
             if usable and (key not in out or "duplicate_of" in out[key].user_attrs):
                 out[key] = t
@@ -176,18 +196,28 @@ class SearchLoop:
                 return True
         return False
 
+    def _size(self) -> int | None:
+        """Points of a discrete space that can run (the valid ones, with rules)."""
+        if self.rules is None:
+            return self.space.size()
+        valid = self.rules.valid_points()
+        return None if valid is None else len(valid)
+
+    def _known_valid(self) -> set[tuple[tuple[str, str], ...]]:
+        return {k for k, t in self._known().items() if self._reason(t) != REJECTED}
+
     def exhausted(self) -> bool:
-        size = self.space.size()
+        size = self._size()
         if size is None or not self.reuse_completed:
             return False
-        return len(self._known()) >= size
+        return len(self._known_valid()) >= size
 
     def _saturated(self, running: Sequence[FrozenTrial]) -> bool:
         """Every point of a discrete space has a result or is running: a new ask is a twin."""
-        size = self.space.size()
+        size = self._size()
         if size is None or not self.reuse_completed:
             return False
-        keys = set(self._known()) | {params_key(params_of(t)) for t in running if params_of(t)}
+        keys = self._known_valid() | {params_key(params_of(t)) for t in running if params_of(t)}
         return len(keys) >= size
 
     def _grid_done(self) -> bool:
@@ -197,7 +227,8 @@ class SearchLoop:
         if sampler.stop_requested:
             return True
         inner = sampler.inner
-        return isinstance(inner, GridSampler) and inner.is_exhausted(self.study)
+        exhausted = getattr(inner, "is_exhausted", None)  # _grid.ValidGridSampler
+        return bool(exhausted is not None and exhausted(self.study))
 
     # -- queueing ---------------------------------------------------------------------------
     def requeue(self) -> None:
@@ -210,45 +241,48 @@ class SearchLoop:
                 log.info("queued again: the config of interrupted trial %d %s", t.number,
                          _fmt(t.params))
 
-    def enqueue(self, seeds: Sequence[Mapping[str, Any]]) -> None:
+    def enqueue(self, seeds: Sequence[Mapping[str, Any]],
+                attrs: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None) -> None:
         """Queue known configs (production, reference points) unless already in the study."""
         for seed in seeds:
             params = dict(seed)
             why = self.space.check_params(params)
+            if not why and self.rules is not None:
+                why = self.rules.check(params).why
             if why:
                 log.warning("enqueue %s skipped: %s", _fmt(params), why)
                 continue
             if not self._exists(params):
-                self.study.enqueue_trial(params, user_attrs={"enqueued": True})
+                extra = dict(attrs(params)) if attrs is not None else {}
+                self.study.enqueue_trial(params, user_attrs={"enqueued": True, **extra})
                 log.info("enqueued %s", _fmt(params))
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
         while True:
-            with self._guard():
-                with self.lock:
-                    decision = self._decide()
-                    job = self._ask(decision) if isinstance(decision, int) else None
-                if job is not None:
-                    self._last_wait = None
-                    self._perform(job)
-                    continue
-                assert isinstance(decision, _Idle)
-                if not decision.wait:
-                    log.info("%s", decision.message)
-                    return
-                if decision.message != self._last_wait:
-                    log.info("%s", decision.message)
-                    self._last_wait = decision.message
-                time.sleep(self.poll_interval)
+            out = self.next()
+            if isinstance(out, FrozenTrial):
+                continue
+            if not out.wait:
+                log.info("%s", out.message)
+                return
+            if out.message != self._last_wait:
+                log.info("%s", out.message)
+                self._last_wait = out.message
+            time.sleep(self.poll_interval)
 
-    def step(self, done: int) -> FrozenTrial:
-        """Ask one trial and run it (no n_trials check): ``done`` trials are counted so far."""
+    def next(self) -> "FrozenTrial | _Idle":
+        """One step of :meth:`run`: the next trial, asked and finished (run, answered or
+        rejected), or why there is none now (``wait``: other workers' trials are running)."""
         with self._guard():
             with self.lock:
-                job = self._ask(done)
-            return self._perform(job)
-        raise AssertionError("unreachable")  # pragma: no cover - _guard re-raises
+                decision = self._decide()
+                job = self._ask(decision) if isinstance(decision, int) else None
+            if job is not None:
+                self._last_wait = None
+                return self._perform(job)
+        assert isinstance(decision, _Idle)
+        return decision
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -305,15 +339,28 @@ class SearchLoop:
         known = self._known().get(params_key(params))
         if known is not None and known.number != trial.number:
             return _Job(trial, params, prefix, answered=self._answer_repeat(trial, known, prefix))
+        verdict = self.rules.check(params) if self.rules is not None else None
+        if verdict is not None and not verdict.ok:
+            return _Job(trial, params, prefix, rejected=verdict.why or "outside the valid space")
+        for k, v in (verdict.attrs() if verdict is not None else {}).items():
+            trial.set_user_attr(k, v)
         _storage.mark_owner(self.study._storage, trial._trial_id)
         twin = next((t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                      if t.number != trial.number and params_of(t) == params), None)
-        return _Job(trial, params, prefix, index=done + 1, twin=twin)
+        return _Job(trial, params, prefix, index=done + 1, twin=twin,
+                    workaround=verdict.workaround if verdict is not None else ())
 
     def _perform(self, job: _Job) -> FrozenTrial:
         if job.answered is not None:
+            if self._reason(job.answered) == REJECTED:
+                self._count_rejection(job.answered.user_attrs.get("failure_message") or "")
+            else:
+                self._rejected_in_a_row = 0
             return job.answered
         trial = job.trial
+        if job.rejected is not None:
+            return self._reject(trial, job.rejected, job.prefix)
+        self._rejected_in_a_row = 0
         if job.twin is not None:
             log.info("%s: the same config is running as trial %d; waiting for its result",
                      job.prefix, job.twin.number)
@@ -323,11 +370,13 @@ class SearchLoop:
             known = self._known().get(params_key(job.params))
             if known is not None and known.number != trial.number:
                 return self._answer_repeat(trial, known, job.prefix)
-        overrides = self.space.overrides(job.params) + self.extra_overrides(trial.number)
+        overrides = self.space.overrides(job.params) + list(job.workaround) \
+            + self.extra_overrides(trial.number, job.params)
         self.progress.start(job.index, f"trial {trial.number} {_fmt(job.params)}")
         with _storage.Heartbeat(self.study._storage, trial._trial_id, self.heartbeat_interval):
             try:
-                outcome = self.execute(trial.number, overrides)
+                with self.around_job(trial):
+                    outcome = self.execute(trial.number, overrides)
             except (KeyboardInterrupt, Interrupted):
                 raise
             except Exception as exc:  # execute() should not raise; never abort the study
@@ -339,6 +388,21 @@ class SearchLoop:
         log.info("%s -> %s", job.prefix, _describe(frozen))
         if outcome.interrupted:
             raise Interrupted(trial.number)
+        return frozen
+
+    def _count_rejection(self, why: str) -> None:
+        self._rejected_in_a_row += 1
+        if self._rejected_in_a_row > MAX_REJECTED_IN_A_ROW:
+            raise RuntimeError(f"the sampler proposed {MAX_REJECTED_IN_A_ROW} points in a row that "
+                               f"the declared rules exclude (last: {why}); is anything valid left?")
+
+    def _reject(self, trial: Trial, why: str, prefix: str) -> FrozenTrial:
+        """A proposal outside the valid space: FAIL ``invalid``, no job, not counted."""
+        self._count_rejection(why)
+        trial.set_user_attr("failure_reason", REJECTED)
+        trial.set_user_attr("failure_message", why)
+        frozen = self.study.tell(trial, state=TrialState.FAIL)
+        log.info("%s -> not run: %s", prefix, why)
         return frozen
 
     def _await(self, twin: FrozenTrial) -> FrozenTrial:
@@ -376,6 +440,8 @@ class SearchLoop:
                 for name, value in outcome.constraints.items():
                     trial.set_constraint(name, value)
                 return self.study.tell(trial, outcome.values)
+            if outcome.state == TrialState.PRUNED:
+                return self.study.tell(trial, state=TrialState.PRUNED)
             return self.study.tell(trial, state=TrialState.FAIL)
         except UpdateFinishedTrialError:
             # Another sweeper found no heartbeat for stale_after seconds and failed it (and
@@ -389,13 +455,18 @@ class SearchLoop:
     def _answer_repeat(self, trial: Trial, known: FrozenTrial, prefix: str) -> FrozenTrial:
         """The sampler proposed a config with a known result: tell it again, run nothing."""
         trial.set_user_attr("duplicate_of", known.number)
-        for k in ("status", "failure_reason", "result_path", "feasible", "values", "fingerprint"):
+        for k in ("status", "failure_reason", "result_path", "feasible", "values", "fingerprint",
+                  "quirk", "workaround", "objective_ci"):
             if k in known.user_attrs:
                 trial.set_user_attr(k, known.user_attrs[k])
         if known.state == TrialState.COMPLETE:
             for name, value in known.constraints.items():
                 trial.set_constraint(name, value)
             frozen = self.study.tell(trial, known.values)
+        elif known.state == TrialState.PRUNED:
+            for step, value in sorted(known.intermediate_values.items()):
+                trial.report(value, step)
+            frozen = self.study.tell(trial, state=TrialState.PRUNED)
         else:
             trial.set_user_attr("failure_message", f"repeat of trial {known.number}, which failed "
                                 f"with {self._reason(known)}: not run again")
@@ -419,4 +490,8 @@ def _describe(t: FrozenTrial) -> str:
         feasible = all(v <= 0 for v in t.constraints.values())
         return vals + ("" if feasible else " (infeasible: " + ", ".join(
             k for k, v in t.constraints.items() if v > 0) + ")")
+    if t.state == TrialState.PRUNED:
+        last = t.last_step
+        return "PRUNED" + (f" after {last + 1} cell(s) ({t.intermediate_values[last]:.6g} so far)"
+                           if last is not None else "")
     return f"{t.state.name} {t.user_attrs.get('failure_reason') or ''}".strip()

@@ -9,6 +9,11 @@ The same config is also printed as a plain override command line.
 Only feasible trials are ever reported: Optuna 5's ``best_trial`` /
 ``best_trials`` skip trials whose constraints are > 0 when the study is
 constrained, and FAIL trials have no value at all.
+
+The best is not named alone when noise cannot tell it from others: the project's
+tie rule (``sweep.score.noise.tied_within_noise``, the one any report is to
+apply) lists the runners-up whose 95% interval overlaps the
+best's (intervals come from ``workload.repeats``; a config measured once has none).
 """
 
 from __future__ import annotations
@@ -94,8 +99,33 @@ _RUN_ONLY_PREFIXES = ("launcher.hosts", "+launcher.hosts", "++launcher.hosts")
 
 
 def overrides_of(t: FrozenTrial, space: SearchSpace) -> list[str]:
-    """The overrides that reproduce trial ``t`` as one plain run."""
-    return [o for o in space.overrides(t.params) if not o.startswith(_RUN_ONLY_PREFIXES)]
+    """The overrides that reproduce trial ``t`` as one plain run (a quirk's workaround included)."""
+    lines = space.overrides(t.params) + [str(w) for w in t.user_attrs.get("workaround") or []]
+    return [o for o in lines if not o.startswith(_RUN_ONLY_PREFIXES)]
+
+
+def ties(study: optuna.Study, best: FrozenTrial) -> Any:
+    """``sweep.score.noise.Ties`` of the best feasible trial (None: several objectives)."""
+    from sweep.score.noise import Candidate, Ties, tied_within_noise
+
+    if len(study.directions) != 1 or not best.values:
+        return None
+    cands = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if "duplicate_of" in t.user_attrs or not t.values or any(v > 0 for v in t.constraints.values()):
+            continue
+        ci = t.user_attrs.get("objective_ci")
+        cands.append(Candidate(t.number, float(t.values[0]),
+                               (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None))
+    found = tied_within_noise(cands, study.directions[0].name.lower())
+    if found is None:
+        return None
+    if found.best.key != best.number:  # equal values: Optuna's pick leads
+        me = next((c for c in cands if c.key == best.number), found.best)
+        others = [c for c in [found.best, *found.tied] if c.key != best.number]
+        found = Ties(best=me, tied=[c for c in others if c.high >= me.low and c.low <= me.high],
+                     noise_known=me.ci is not None)
+    return found
 
 
 def best_yaml(t: FrozenTrial, space: SearchSpace, groups: Mapping[str, Any], config_name: str,
@@ -215,8 +245,10 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
     if best is None:
         print("no feasible trial yet: nothing is reported as best")
     else:
+        noise = ties(study, best)
         header = [f"Best feasible trial {best.number} of Optuna study '{study.study_name}': "
                   f"{_values_line(best, metric_names)}",
+                  *([f"noise: {noise.line(lambda n: f'trial {n}')}"] if noise is not None else []),
                   f"storage: {storage_shown}",
                   f"run it: {cmd} --config-dir {sweep_dir} --config-name best"]
         command = server_command(best)
@@ -228,6 +260,14 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             f"best feasible by {metric_names[0]} on the Pareto front"
         print(f"{label}: trial {best.number}: {_values_line(best, metric_names)}")
         print("  params: " + " ".join(f"{k}={format_value(v)}" for k, v in best.params.items()))
+        if best.user_attrs.get("workaround"):
+            print(f"  with the workaround of quirk {best.user_attrs.get('quirk')}: "
+                  + " ".join(best.user_attrs["workaround"]))
+        if noise is not None:
+            ci = noise.best.ci
+            band = f" [95% interval {ci[0]:,.1f} - {ci[1]:,.1f}]" if ci else ""
+            print(f"  noise{band}: {noise.line(lambda n: f'trial {n}')}")
+            results["tied_within_noise"] = [c.key for c in noise.tied]
         vals = best.user_attrs.get("values")
         if isinstance(vals, Mapping) and vals.get("speedup_vs_baseline") is not None:
             print(f"  speedup vs the autoregressive baseline: {vals['speedup_vs_baseline']}")

@@ -5,6 +5,7 @@ return"): ``status``, ``objective``, ``values``, ``constraints`` (<= 0 is
 feasible), ``constraint_names``, ``feasible``, ``failure_reason``,
 ``result_path``, ``mlflow_run_id``, ``fingerprint``. Plain floats (or a
 list, one per objective) are accepted too, so the plugin serves any Hydra app.
+``status: pruned`` (the pruner stopped the job after some cells) is a PRUNED trial.
 A job that raised is a FAIL: reason ``config_error`` for the app's
 :class:`sweep.errors.ConfigError` (deterministic: the same config raises
 again, e.g. ``spec.topk`` above ``spec.budget``), ``exception`` otherwise.
@@ -24,7 +25,8 @@ from sweep.errors import ConfigError
 from ._sampler import CRASHED
 
 INTERRUPTED = ("interrupted", "stale")
-_ATTR_KEYS = ("status", "failure_reason", "result_path", "mlflow_run_id", "fingerprint", "feasible")
+_ATTR_KEYS = ("status", "failure_reason", "result_path", "mlflow_run_id", "fingerprint", "feasible",
+              "objective_ci")
 
 
 @dataclass
@@ -89,6 +91,11 @@ def from_return(ret: Any, metrics: Sequence[str] | None, n_objectives: int) -> O
     status = str(ret.get("status") or "ok")
     if status == "interrupted":
         return failed("interrupted", "the job was interrupted", **attrs)
+    if status == "pruned":  # stopped by the pruner after some cells (sweep/trial/hooks.py)
+        attrs["status"] = "pruned"
+        if ret.get("failure_message"):
+            attrs["pruned_because"] = str(ret["failure_message"])[:2000]
+        return Outcome(TrialState.PRUNED, user_attrs=attrs)
     if status != "ok":
         reason = str(ret.get("failure_reason") or "unknown")
         attrs.pop("failure_reason", None)

@@ -11,6 +11,23 @@ constraint API, value = the worst observed), so TPE puts it in the "bad"
 group, GP fits a feasibility model over it and NSGA-II ranks it dominated. The
 stored study is never changed. The constraint keys of every completed trial
 are also aligned (same names, same order), which GP requires.
+
+It also keeps the sampler inside the valid space (``_rules``: the app's declared
+constraints and the box's quirks), per sampler:
+
+* TPE, random, NSGA-II: the wrapper answers every param itself
+  (``infer_relative_search_space`` = the whole space) and draws the inner
+  sampler's proposal -- its joint ``sample_relative``, completed param by param
+  with its ``sample_independent`` -- again until the point is valid. That is
+  rejection sampling of each sampler's own proposal: TPE keeps its per-knob
+  densities (restricted to the valid region), random search is uniform over the
+  valid points, NSGA-II's crossover and mutation are retried.
+* GP: its proposal is the acquisition's optimum, so a retry returns the same
+  point; after a repeated proposal the wrapper stops retrying and the search loop
+  records the point as rejected (FAIL ``invalid``, not counted, no job), which this
+  view then shows GP as a crash, so its feasibility model learns the boundary.
+  Any sampler falls back to that after ``tries`` invalid proposals.
+* grid: ``_grid.ValidGridSampler``, an explicit grid of the valid points only.
 """
 
 from __future__ import annotations
@@ -29,6 +46,7 @@ from ._space import SearchSpace
 
 CONSTRAINT_PREFIX = "constraints:"  # how Optuna 5 stores Trial.set_constraint(name, value)
 CRASHED = "crashed"                 # the sweeper's own constraint: 0 ran, 1 crashed
+REJECTED = "invalid"                # a proposal outside the valid space: told FAIL, never run
 
 
 class _StudyView:
@@ -66,17 +84,24 @@ class _StudyView:
 
 
 class FailureAwareSampler(BaseSampler):
-    """Delegates to ``inner`` with deterministic failures shown as infeasible completions."""
+    """Delegates to ``inner`` with deterministic failures shown as infeasible completions,
+    and (with ``valid``) keeps its proposals inside the valid space (module docstring)."""
 
-    def __init__(self, inner: BaseSampler, deterministic: Container[str]) -> None:
+    def __init__(self, inner: BaseSampler, deterministic: Container[str], *,
+                 valid: Callable[[dict[str, Any]], bool] | None = None,
+                 space: dict[str, BaseDistribution] | None = None, tries: int = 64) -> None:
         self.inner = inner
         self.deterministic = deterministic
         self.stop_requested = False
+        self.valid = valid if space else None
+        self.space = dict(space or {})
+        self.tries = tries
 
     # -- the view -----------------------------------------------------------------------------
     def is_deterministic_failure(self, trial: FrozenTrial) -> bool:
-        return trial.state == TrialState.FAIL and \
-            trial.user_attrs.get("failure_reason") in self.deterministic and bool(trial.params)
+        reason = trial.user_attrs.get("failure_reason")
+        return trial.state == TrialState.FAIL and bool(trial.params) and \
+            (reason == REJECTED or reason in self.deterministic)
 
     def _transform(self, trials: list[FrozenTrial], directions: Sequence[StudyDirection]
                    ) -> list[FrozenTrial]:
@@ -114,11 +139,29 @@ class FailureAwareSampler(BaseSampler):
     # -- BaseSampler --------------------------------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial
                                     ) -> dict[str, BaseDistribution]:
+        if self.valid is not None and not trial.system_attrs.get("fixed_params"):
+            return dict(self.space)  # the wrapper proposes whole points (sample_relative)
         return self.inner.infer_relative_search_space(self._view(study), trial)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self.inner.sample_relative(self._view(study), trial, search_space)
+        view = self._view(study)
+        if self.valid is None or trial.system_attrs.get("fixed_params"):
+            return self.inner.sample_relative(view, trial, search_space)
+        inner_space = self.inner.infer_relative_search_space(view, trial)
+        seen: list[dict[str, Any]] = []
+        params: dict[str, Any] = {}
+        for _ in range(self.tries):
+            params = dict(self.inner.sample_relative(view, trial, inner_space)) if inner_space else {}
+            for name, dist in self.space.items():
+                if name not in params:
+                    params[name] = self.inner.sample_independent(view, trial, name, dist)
+            if self.valid(params):
+                return params
+            if params in seen:  # a deterministic proposal (GP): retrying gives it again
+                break
+            seen.append(params)
+        return params  # invalid: the loop records it as rejected and the sampler learns
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -162,11 +205,12 @@ def _with(t: FrozenTrial, state: TrialState, values: Sequence[float] | None,
 
 
 def build(conf: Any, *, seed: int | None, n_objectives: int, space: SearchSpace,
-          deterministic: Container[str]) -> FailureAwareSampler:
+          deterministic: Container[str], rules: Any = None) -> FailureAwareSampler:
     """The Optuna sampler named by ``conf.name``, wrapped in :class:`FailureAwareSampler`.
 
     ``seed`` is the effective seed (the caller offsets it on resume so a resumed
-    study does not replay the first run's random startup trials).
+    study does not replay the first run's random startup trials). ``rules``
+    (``_rules.Rules``): proposals stay in its valid space.
     """
     name = str(conf.get("name") or "tpe").lower()
     options = dict(conf.get("options") or {})
@@ -185,11 +229,13 @@ def build(conf: Any, *, seed: int | None, n_objectives: int, space: SearchSpace,
     elif name == "random":
         inner = optuna.samplers.RandomSampler(seed=seed, **options)
     elif name == "grid":
-        grid = space.grid()
-        if grid is None:
+        if space.grid() is None:
             raise ValueError("sampler=grid needs a discrete space (choice/range, or interval "
                              "of ints); a float interval has no grid")
-        inner = optuna.samplers.GridSampler(grid, seed=seed, **options)
+        from ._grid import ValidGridSampler
+
+        points = rules.valid_points() if rules is not None else None
+        inner = ValidGridSampler(space, points, seed=seed, **options)
     elif name == "nsgaii":
         if n_objectives < 2:
             raise ValueError("sampler=nsgaii is for multi-objective studies "
@@ -198,4 +244,5 @@ def build(conf: Any, *, seed: int | None, n_objectives: int, space: SearchSpace,
     else:
         raise ValueError(f"hydra.sweeper.sampler.name: unknown sampler {name!r}; "
                          "allowed: tpe, gp, random, grid, nsgaii")
-    return FailureAwareSampler(inner, deterministic)
+    valid = rules.valid if rules is not None and name != "grid" else None
+    return FailureAwareSampler(inner, deterministic, valid=valid, space=space.distributions)

@@ -26,6 +26,12 @@ Layout (``hydra.sweeper.*``)::
     plots:            enabled, contour: [param_x, param_y]
     pool:             several hosts at once (docs/parallel.md): one worker process per entry
                       of the app's ``launcher.hosts`` on the shared study
+    quirks:           avoid | workaround | ignore: what the box's declared quirks
+                      (hardware.quirks.rules) do to the space (_rules.py)
+    prescreen:        top_k: run the K best points of the twin's ranking first (0 = off);
+                      calibration: the twin (null: the box's own; a path; none: priors)
+    pruner:           group hydra/sweeper/pruner: none (default) | median | percentile |
+                      successive_halving | hyperband | wilcoxon (Optuna's, ``_target_``)
 
 No ``from __future__ import annotations`` here, on purpose: Hydra's plugin
 scanner executes this module before registering it in ``sys.modules``, and
@@ -91,6 +97,65 @@ class NSGAIISamplerConf(SamplerConf):
     options: Dict[str, Any] = field(default_factory=lambda: {"population_size": 8})
 
 
+# Pruners are instantiated from _target_ + arguments, as Hydra's Optuna sweeper does its
+# samplers (_prune.py). n_startup_trials=4: completed trials before any pruning, the
+# same count as the samplers' random startup (Optuna's 5 assumes studies of hundreds).
+@dataclass
+class PrunerConf:
+    _target_: str = "optuna.pruners.NopPruner"
+
+
+@dataclass
+class MedianPrunerConf(PrunerConf):
+    _target_: str = "optuna.pruners.MedianPruner"
+    n_startup_trials: int = 4
+    n_warmup_steps: int = 0
+    interval_steps: int = 1
+    n_min_trials: int = 1
+
+
+@dataclass
+class PercentilePrunerConf(MedianPrunerConf):
+    _target_: str = "optuna.pruners.PercentilePruner"
+    percentile: float = 25.0
+
+
+@dataclass
+class SuccessiveHalvingPrunerConf(PrunerConf):
+    _target_: str = "optuna.pruners.SuccessiveHalvingPruner"
+    min_resource: Any = "auto"
+    reduction_factor: int = 4
+    min_early_stopping_rate: int = 0
+    bootstrap_count: int = 0
+
+
+@dataclass
+class HyperbandPrunerConf(PrunerConf):
+    _target_: str = "optuna.pruners.HyperbandPruner"
+    min_resource: int = 1
+    max_resource: Any = "auto"
+    reduction_factor: int = 3
+    bootstrap_count: int = 0
+
+
+@dataclass
+class WilcoxonPrunerConf(PrunerConf):
+    _target_: str = "optuna.pruners.WilcoxonPruner"
+    p_threshold: float = 0.1
+    n_startup_steps: int = 2
+
+
+@dataclass
+class PrescreenConf:
+    """Rank the whole valid space on the calibrated twin first (_prescreen.py)."""
+
+    # Run the K best predicted points first (after hydra.sweeper.enqueue); 0 = no pre-screen.
+    top_k: int = 0
+    # The twin: null = the box's own calibration (sweep/sim/calibrations/), a calibration
+    # file's path, or "none" (uncalibrated priors).
+    calibration: Optional[str] = None
+
+
 @dataclass
 class PlotsConf:
     enabled: bool = True
@@ -128,9 +193,11 @@ class SpecsweepOptunaSweeperConf:
     # command line override these dataclass defaults. "optional": apps without one still work.
     # "optional pool": the app's pool settings (conf/hydra/sweeper/pool/default.yaml).
     defaults: List[Any] = field(default_factory=lambda: [
-        "_self_", {"sampler": "tpe"}, {"optional space": "default"}, {"optional pool": "default"}])
+        "_self_", {"sampler": "tpe"}, {"pruner": "none"}, {"optional space": "default"},
+        {"optional pool": "default"}])
 
     sampler: SamplerConf = MISSING
+    pruner: Any = MISSING
     direction: Any = "maximize"
     metrics: Optional[List[str]] = None
     n_trials: int = 20
@@ -149,6 +216,8 @@ class SpecsweepOptunaSweeperConf:
     stale_after: float = 600.0
     plots: PlotsConf = field(default_factory=PlotsConf)
     pool: PoolConf = field(default_factory=PoolConf)
+    quirks: str = "avoid"
+    prescreen: PrescreenConf = field(default_factory=PrescreenConf)
 
 
 _cs = ConfigStore.instance()
@@ -157,4 +226,10 @@ _cs.store(group="hydra/sweeper", name="optuna", node=SpecsweepOptunaSweeperConf,
 for _name, _node in (("tpe", TPESamplerConf), ("gp", GPSamplerConf), ("random", RandomSamplerConf),
                      ("grid", GridSamplerConf), ("nsgaii", NSGAIISamplerConf)):
     _cs.store(group="hydra/sweeper/sampler", name=_name, node=_node,
+              provider="specsweep_optuna_sweeper")
+for _name, _pnode in (("none", PrunerConf), ("median", MedianPrunerConf),
+                      ("percentile", PercentilePrunerConf),
+                      ("successive_halving", SuccessiveHalvingPrunerConf),
+                      ("hyperband", HyperbandPrunerConf), ("wilcoxon", WilcoxonPrunerConf)):
+    _cs.store(group="hydra/sweeper/pruner", name=_name, node=_pnode,
               provider="specsweep_optuna_sweeper")

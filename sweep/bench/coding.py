@@ -153,6 +153,8 @@ class ProblemResult:
     completion_tokens: int | None
     error: str | None
     answer: str = field(default="", repr=False)
+    # the request itself failed (transport, HTTP, protocol): "kind: detail"; None when answered
+    request_error: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "passed": self.passed, "tok_s": self.tok_s,
@@ -212,9 +214,9 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                 rec = await stream_chat(client, payload, timeout_s=workload.request_timeout_s)
                 tok_s = round(rec.stream_tok_s, 3) if rec.stream_tok_s is not None else None
                 if not rec.ok:
+                    failure = f"{rec.error}: {rec.detail or ''}".strip().rstrip(":")
                     results.append(ProblemResult(prob.name, False, None, rec.completion_tokens,
-                                                 f"request failed: {rec.error}: {rec.detail or ''}".strip(),
-                                                 rec.text))
+                                                 f"request failed: {failure}", rec.text, request_error=failure))
                 else:
                     try:
                         if enforced is None:  # the self-check, once, through the same path

@@ -72,6 +72,8 @@ CELL_KEYS = (
     "step_ms_p50", "step_ms_p90", "step_ms_p99",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
+    "concurrency_capped",
+    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
 )
 
 
@@ -112,6 +114,12 @@ class CellResult:
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
     prompt_sizing: str | None = None   # tokenize | probe | exact (token ids) | approx (no server count)
     client_cpu_s: float = 0.0     # this process's CPU time during the measured window
+    # in-flight requests actually used when the process could not open `concurrency` connections
+    concurrency_capped: int | None = None
+    repeats: int = 1              # workload.repeats (sweep/bench/repeats.py); figures are means
+    output_tok_s_ci: list[float] | None = None
+    per_stream_tok_s_ci: list[float] | None = None
+    accept_len_ci: list[float] | None = None
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -274,11 +282,14 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
                                           endpoint=endpoint, continuous_usage=continuous_usage))
                 for p in texts]
 
+    from sweep.bench.fdlimit import in_flight
+
+    slots, capped = in_flight(concurrency, f"ctx {context} x conc {concurrency}")
     n = workload.requests_for(concurrency)
-    warm_n = workload.warmup_requests * concurrency
+    warm_n = workload.warmup_requests * slots
     measured = payloads(await prompts.make(context, n), workload.max_tokens)
     warm = payloads(await prompts.make(context, warm_n), min(workload.max_tokens, 32))
-    clients = make_clients(base_url, concurrency, api_key=api_key, timeout_s=timeout_s)
+    clients = make_clients(base_url, slots, api_key=api_key, timeout_s=timeout_s)
     flushed = "skipped"
     try:
         with _quiet_gc():
@@ -298,6 +309,7 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
     cell.flushed = flushed
     cell.prompt_sizing = prompts.sizing
     cell.client_cpu_s = cpu
+    cell.concurrency_capped = capped
     return cell
 
 
@@ -351,15 +363,20 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       vocab_size: int | None = None,
                       on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
+    from sweep.bench.repeats import combine
+
+    repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
     out: list[CellResult] = []
     with _progress_bar(progress) as bar:
         tasks = [bar.add_task(f"cell {i}/{len(cells)}  ctx {ctx:>6} x conc {conc:<4}",
-                              total=workload.requests_for(conc), tok_s="")
+                              total=workload.requests_for(conc) * repeats, tok_s="")
                  for i, (ctx, conc) in enumerate(cells, 1)]
-        async with make_admin_client(base_url, api_key=api_key) as admin:
+        # a frozen server must not hold every cell for more than a request's own timeout
+        admin_timeout = min(30.0, workload.request_timeout_s)
+        async with make_admin_client(base_url, api_key=api_key, timeout_s=admin_timeout) as admin:
             # Prompts are deterministic per seed so trials compare on the same text;
             # without a working /flush_cache a reused server could have cached them,
             # so they are salted with a fresh random namespace instead.
@@ -378,10 +395,13 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 def done(rec: RequestResult, task: Any = task) -> None:
                     bar.advance(task)
 
-                cell = await run_cell(base_url, workload, model_name, ctx, conc, prompts,
-                                      api_key=api_key, on_done=done, request_extras=request_extras,
-                                      endpoint=endpoint, continuous_usage=continuous_usage,
-                                      flush=flush_once if do_flush else None)
+                runs = [await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                                       api_key=api_key, on_done=done, request_extras=request_extras,
+                                       endpoint=endpoint, continuous_usage=continuous_usage,
+                                       flush=flush_once if do_flush else None) for _ in range(repeats)]
+                pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
+                                   sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
+                cell = combine(runs, pooled)
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  {cell.errors} errors" if cell.errors else ""))
                 out.append(cell)
@@ -409,11 +429,14 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
-    are counted per cell in ``errors`` / ``error_kinds``. ``on_cell`` is
-    called in the benchmark's thread right after each cell finishes, with
-    that cell (the object the returned list holds), before the next one
-    starts: the trial writes its result file there, so an interrupted matrix
-    keeps every finished cell. What it raises ends the matrix.
+    are counted per cell in ``errors`` / ``error_kinds``. Cells run in a fixed
+    order: contexts outer, concurrencies inner, as listed by the workload; each
+    ``workload.repeats`` times in a row (sweep/bench/repeats.py). ``on_cell`` is
+    called in the benchmark's thread right after each cell finishes, with the
+    cell that ends up in the returned list, before the next one starts: the trial
+    writes its result file there, so an interrupted matrix keeps every finished
+    cell. Whatever it raises stops the matrix and propagates (the trial's pruner
+    uses this: sweep/trial/hooks.py).
     """
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,

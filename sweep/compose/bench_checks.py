@@ -3,7 +3,10 @@
 ``server.endpoint`` / ``server.tokenize`` / ``server.continuous_usage``
 (server facts, in the server YAML) and ``workload.prompt_source`` /
 ``workload.dataset_path`` / ``workload.seed`` (what the matrix sends).
-Each problem is one ConfigError naming the key and the allowed values.
+Each problem is one ConfigError naming the key and the allowed values; the
+keys' types and bounds are those of the one table, :mod:`sweep.compose.bounds`
+(this adds what spans keys: ``server.tokenize``'s fields, random ids need the
+completions endpoint, a dataset must exist).
 """
 
 from __future__ import annotations
@@ -11,19 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep.compose.checks import int_
+from sweep.compose.bounds import get as _v
 from sweep.errors import ConfigError
 
-ENDPOINTS = ("completions", "chat")
-PROMPT_SOURCES = ("text", "random_ids", "dataset")
 TOKENIZE_KEYS = ("path", "field", "batch", "messages", "extra")
 
 
 def endpoint(node: Mapping[str, Any]) -> str:
-    value = node.get("endpoint", "completions")
-    if value not in ENDPOINTS:
-        raise ConfigError("server.endpoint", f"must be one of {', '.join(ENDPOINTS)}, got {value!r}")
-    return str(value)
+    return "completions" if node.get("endpoint") is None else str(_v(node, "server", "endpoint"))
 
 
 def tokenize(node: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -57,9 +55,7 @@ def tokenize(node: Mapping[str, Any]) -> dict[str, Any] | None:
 def prompt_source(node: Mapping[str, Any], server_endpoint: str) -> tuple[str, str | None, int]:
     """(prompt_source, dataset_path, seed) of ``workload``."""
     p = "workload"
-    source = node.get("prompt_source", "text")
-    if source not in PROMPT_SOURCES:
-        raise ConfigError(f"{p}.prompt_source", f"must be one of {', '.join(PROMPT_SOURCES)}, got {source!r}")
+    source = "text" if node.get("prompt_source") is None else str(_v(node, p, "prompt_source"))
     if source == "random_ids" and server_endpoint != "completions":
         raise ConfigError(f"{p}.prompt_source", "random_ids sends token ids, which only the completions "
                           f"endpoint takes (server.endpoint=completions), got server.endpoint={server_endpoint}")
@@ -73,5 +69,5 @@ def prompt_source(node: Mapping[str, Any], server_endpoint: str) -> tuple[str, s
         if not resolved.is_file():
             raise ConfigError(f"{p}.dataset_path", f"must be an existing JSONL file, got {str(raw_path)!r}")
         path = str(resolved.resolve())
-    seed = int_(node, p, "seed", lo=0, optional=True) or 0
+    seed = _v(node, p, "seed", 0)
     return str(source), path, seed

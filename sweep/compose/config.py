@@ -9,30 +9,27 @@ allowed values, so the user sees one line and nothing has started.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from sweep.compose.checks import (  # value checks, one ConfigError each
-    bool_ as _bool,
-    float_ as _float,
-    get as _get,
-    int_ as _int,
-    int_list as _int_list,
-    no_control_chars as _no_control_chars,
-    str_tuple as _str_tuple,
-)
 from sweep.compose import bench_checks as _bench_checks
+from sweep.compose import bounds
 from sweep.compose.acceptance_checks import checked_declaration
+from sweep.compose.bounds import CODING_EVALS, SANDBOX_MECHANISMS
+from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
+from sweep.compose.checks import no_control_chars as _no_control_chars
+from sweep.compose.constraints import check_spec_constraints, quirk_rules
 from sweep.compose.hosts import PoolHost, pool_hosts
 from sweep.compose.settings import Mlflow, Objective, Results, launcher_settings, mlflow, objective, results
 from sweep.compose.synthetic import check_synthetic
 from sweep.errors import ConfigError
 from sweep.launch import LauncherSettings
 
-CODING_EVALS = ("five", "humaneval", "off")
+__all__ = ["CODING_EVALS", "SANDBOX_MECHANISMS", "TrialConfig", "build", "from_omegaconf"]
+
 # Figures of hardware.perf the simulator's performance model cannot do without.
 SIM_PERF_KEYS = ("mem_bw_tbs", "link_bw_gbs", "link_latency_us")
-SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # workload.sandbox.mechanism, docs/sandbox.md
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +127,12 @@ class Workload:
     sandbox_timeout_s: float
     sandbox_memory_mb: int
     sandbox_mechanism: str = "auto"          # auto | bwrap | fallback (docs/sandbox.md)
+    # a trial with more failed requests than this fraction (or none answered) is failed: bench_errors
+    max_error_rate: float = 0.0
     prompt_source: str = "text"       # text | random_ids | dataset
     dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
     seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
+    repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -166,95 +166,74 @@ class TrialConfig:
 
 def _hardware(node: Mapping[str, Any]) -> Hardware:
     p = "hardware"
-    num = _int(node, p, "num_gpus", lo=0)  # 0: a CPU box (llama.cpp)
-    assert num is not None
-    tp = _int(node, p, "tp", lo=1, hi=max(num, 1), what="GPUs in the box")
-    ep = _int(node, p, "ep", lo=1, hi=max(num, 1), what="GPUs in the box")
-    dp = _int(node, p, "dp", lo=1, hi=max(num, 1), what="GPUs in the box")
-    assert num is not None and tp is not None and ep is not None and dp is not None
+    num = _v(node, p, "num_gpus")  # 0: a CPU box (llama.cpp)
+    tp, ep, dp = (_v(node, p, k) for k in ("tp", "ep", "dp"))
+    for key, value in (("tp", tp), ("ep", ep), ("dp", dp)):
+        if value > max(num, 1):
+            raise ConfigError(f"{p}.{key}", f"must be in [1, {max(num, 1)}] (GPUs in the box), got {value}")
     if tp % ep != 0:
         raise ConfigError(f"{p}.ep", f"must divide hardware.tp={tp} (allowed: "
                           f"{', '.join(str(d) for d in range(1, tp + 1) if tp % d == 0)}), got {ep}")
-    perf = node.get("perf") or {}
-    for key in SIM_PERF_KEYS:  # required by server=sim only (_check_server_needs)
-        _float(perf, f"{p}.perf", key, lo=0, optional=True)
-    cost = _float(node, p, "cost_per_hour", lo=0, optional=True)
+    perf = _v(node, p, "perf", {})
     return Hardware(
-        name=str(_get(node, p, "name")), gpu=str(node.get("gpu", "")), num_gpus=num,
-        arch=str(_get(node, p, "arch")), memory_gb=float(_get(node, p, "memory_gb")),
-        interconnect=str(node.get("interconnect", "")), tp=tp, ep=ep, dp=dp,
-        perf=dict(perf), quirks=dict(node.get("quirks") or {}), cost_per_hour=cost,
+        name=_v(node, p, "name"), gpu=_v(node, p, "gpu", ""), num_gpus=num,
+        arch=_v(node, p, "arch"), memory_gb=_v(node, p, "memory_gb"),
+        interconnect=_v(node, p, "interconnect", ""), tp=tp, ep=ep, dp=dp,
+        perf=dict(perf), quirks=dict(_v(node, p, "quirks", {})), cost_per_hour=_v(node, p, "cost_per_hour"),
     )
 
 
 def _spec(node: Mapping[str, Any]) -> Spec:
     p = "spec"
-    algorithm = str(_get(node, p, "algorithm"))
-    budget = _int(node, p, "budget", lo=1, optional=True)
-    topk = _int(node, p, "topk", lo=1, optional=True)
-    if budget is not None and topk is not None and topk > budget:
-        raise ConfigError(f"{p}.topk", f"must be <= spec.budget={budget} (range 1..{budget}), got {topk}")
-    block = _int(node, p, "block", lo=1, optional=True)
-    window = _int(node, p, "window", lo=1, optional=True)
-    if window is not None and block is not None and window < block:
-        raise ConfigError(f"{p}.window", f"must be >= the draft block spec.block={block}, got {window}")
-    num_steps = _int(node, p, "num_steps", lo=1, optional=True)
+    budget, topk = _v(node, p, "budget"), _v(node, p, "topk")
+    block, window = _v(node, p, "block"), _v(node, p, "window")
+    # Rules between knobs (topk <= budget, ...) are the spec's declared `constraints`,
+    # checked by build() once every value is typed (sweep/compose/constraints.py).
     check_synthetic(node, p, budget)
-    render = node.get("render") or {}
-    if not isinstance(render, Mapping):
-        raise ConfigError(f"{p}.render", "must be a mapping of server flavor -> {args, env}")
-    return Spec(algorithm=algorithm, budget=budget, topk=topk, window=window, block=block,
-                num_steps=num_steps, draft_family=node.get("draft_family"), render=dict(render))
+    return Spec(algorithm=_v(node, p, "algorithm"), budget=budget, topk=topk, window=window, block=block,
+                num_steps=_v(node, p, "num_steps"), draft_family=_v(node, p, "draft_family"),
+                render=dict(_v(node, p, "render", {})))
 
 
 def _model(node: Mapping[str, Any]) -> Model:
     p = "model"
-    ctx = _int(node, p, "context_length", lo=1)
-    assert ctx is not None
-    path = node.get("path")
     return Model(
-        name=str(_get(node, p, "name")), path=None if path in (None, "") else str(path),
-        served_name=str(_get(node, p, "served_name")), context_length=ctx,
-        trust_remote_code=bool(node.get("trust_remote_code", False)),
-        draft_paths=dict(node.get("draft_paths") or {}), arch=dict(node.get("arch") or {}),
+        name=_v(node, p, "name"), path=_v(node, p, "path") or None,
+        served_name=_v(node, p, "served_name"), context_length=_v(node, p, "context_length"),
+        trust_remote_code=_v(node, p, "trust_remote_code", False),
+        draft_paths=dict(_v(node, p, "draft_paths", {})), arch=dict(_v(node, p, "arch", {})),
     )
 
 
 def _server(node: Mapping[str, Any]) -> Server:
     p = "server"
-    port = _int(node, p, "port", lo=1, hi=65535)
-    assert port is not None
-    env = node.get("extra_env") or {}
-    if not isinstance(env, Mapping):
-        raise ConfigError(f"{p}.extra_env", f"must be a mapping NAME: value, got {env!r}")
+    env = _v(node, p, "extra_env", {})
     for k, v in env.items():
         if not str(k).replace("_", "").isalnum() or str(k)[:1].isdigit():
             raise ConfigError(f"{p}.extra_env.{k}", "is not a valid environment variable name")
         _no_control_chars(f"{p}.extra_env.{k}", str(v))
-    extra = _str_tuple(node.get("extra_args"), f"{p}.extra_args")
-    for i, a in enumerate(extra):
-        _no_control_chars(f"{p}.extra_args[{i}]", a)
-    exe = _str_tuple(node.get("executable"), f"{p}.executable")
+    exe = _v(node, p, "executable")
     if not exe:
         raise ConfigError(f"{p}.executable", "must name the program to start")
+    api_key = _v(node, p, "api_key")
     return Server(
-        name=str(_get(node, p, "name")), flavor=str(_get(node, p, "flavor")),
-        simulated=bool(node.get("simulated", False)), executable=exe,
-        host=str(_get(node, p, "host")), port=port,
-        disable_cuda_graph=_bool(node, p, "disable_cuda_graph"),
-        skip_server_warmup=_bool(node, p, "skip_server_warmup"),
-        enable_metrics=_bool(node, p, "enable_metrics"),
-        health_path=str(node.get("health_path") or "/health"),
-        api_key=node.get("api_key"), extra_args=extra,
+        name=_v(node, p, "name"), flavor=_v(node, p, "flavor"),
+        simulated=_v(node, p, "simulated", False), executable=exe,
+        host=_v(node, p, "host"), port=_v(node, p, "port"),
+        disable_cuda_graph=_v(node, p, "disable_cuda_graph", False),
+        skip_server_warmup=_v(node, p, "skip_server_warmup", False),
+        enable_metrics=_v(node, p, "enable_metrics", False),
+        health_path=_v(node, p, "health_path") or "/health",
+        api_key=api_key or None, extra_args=_v(node, p, "extra_args", ()),
         extra_env={str(k): str(v) for k, v in env.items()},
-        secret_flags=_str_tuple(node.get("secret_flags"), f"{p}.secret_flags"),
-        args=dict(node.get("args") or {}), env=dict(node.get("env") or {}),
-        sim_args=dict(node.get("sim_args") or {}),
-        request_extras=dict(node.get("request_extras") or {}),
+        secret_flags=_v(node, p, "secret_flags", ()),
+        args=dict(_v(node, p, "args", {})), env=dict(_v(node, p, "env", {})),
+        sim_args=dict(_v(node, p, "sim_args", {})),
+        request_extras=dict(_v(node, p, "request_extras", {})),
         endpoint=_bench_checks.endpoint(node), tokenize=_bench_checks.tokenize(node),
-        continuous_usage=_bool(node, p, "continuous_usage"),
+        continuous_usage=_v(node, p, "continuous_usage", False),
         acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
-        info_paths=_str_tuple(node.get("info_paths"), f"{p}.info_paths") or ("/get_server_info", "/server_info"),
+        info_paths=_v(node, p, "info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
     )
 
@@ -262,47 +241,38 @@ def _server(node: Mapping[str, Any]) -> Server:
 def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
     prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
-    contexts = _int_list(node, p, "contexts", lo=1, hi=model_ctx, what="model.context_length")
-    conc = _int_list(node, p, "concurrency", lo=1)
-    max_tokens = _int(node, p, "max_tokens", lo=1)
-    assert max_tokens is not None
+    contexts = _v(node, p, "contexts")
+    conc = _v(node, p, "concurrency")
+    max_tokens = _v(node, p, "max_tokens")
     for c in contexts:
+        if c > model_ctx:
+            raise ConfigError(f"{p}.contexts", f"must be in [1, {model_ctx}] (model.context_length), got {c}")
         if c + max_tokens > model_ctx:
             raise ConfigError(f"{p}.contexts", f"context {c} + workload.max_tokens {max_tokens} "
                               f"exceeds model.context_length={model_ctx}")
-    coding = node.get("coding", "five")
-    if coding is False or coding is None:
-        coding = "off"
-    if coding not in CODING_EVALS:
-        raise ConfigError(f"{p}.coding", f"must be one of {', '.join(CODING_EVALS)}, got {coding!r}")
-    rate = _float(node, p, "request_rate", lo=0, optional=True)
+    coding = _v(node, p, "coding", "five")
+    rate = _v(node, p, "request_rate")
     if rate is not None and rate <= 0:
         raise ConfigError(f"{p}.request_rate", f"must be > 0 (requests/s) or null for closed loop, got {rate}")
-    sandbox = node.get("sandbox") or {}
+    sandbox = _v(node, p, "sandbox", {})
+    sp = f"{p}.sandbox"
     return Workload(
-        name=str(node.get("name", "custom")), contexts=contexts, concurrency=conc,
-        max_tokens=max_tokens,
-        requests_per_cell=_int(node, p, "requests_per_cell", lo=1, optional=True),
-        min_requests=_int(node, p, "min_requests", lo=1, optional=True) or 2,
-        warmup_requests=_int(node, p, "warmup_requests", lo=0, optional=True) or 0,
-        request_rate=rate, temperature=_float(node, p, "temperature", lo=0, optional=True) or 0.0,
-        ignore_eos=bool(node.get("ignore_eos", True)), flush_cache=bool(node.get("flush_cache", True)),
-        request_timeout_s=_float(node, p, "request_timeout_s", lo=1, optional=True) or 600.0,
-        coding=str(coding),
-        coding_max_tokens=_int(node, p, "coding_max_tokens", lo=1, optional=True) or 1024,
-        humaneval_limit=_int(node, p, "humaneval_limit", lo=1, optional=True) or 20,
-        sandbox_timeout_s=_float(sandbox, f"{p}.sandbox", "timeout_s", lo=0.1, optional=True) or 10.0,
-        sandbox_memory_mb=_int(sandbox, f"{p}.sandbox", "memory_mb", lo=16, optional=True) or 512,
-        sandbox_mechanism=_sandbox_mechanism(sandbox, f"{p}.sandbox.mechanism"),
+        name=_v(node, p, "name", "custom"), contexts=contexts, concurrency=conc,
+        max_tokens=max_tokens, requests_per_cell=_v(node, p, "requests_per_cell"),
+        min_requests=_v(node, p, "min_requests") or 2, warmup_requests=_v(node, p, "warmup_requests", 0),
+        request_rate=rate, temperature=_v(node, p, "temperature", 0.0),
+        ignore_eos=_v(node, p, "ignore_eos", True), flush_cache=_v(node, p, "flush_cache", True),
+        request_timeout_s=_v(node, p, "request_timeout_s", 600.0),
+        max_error_rate=_v(node, p, "max_error_rate", 0.0),
+        coding="off" if coding in (False, None) else str(coding),
+        coding_max_tokens=_v(node, p, "coding_max_tokens", 1024),
+        humaneval_limit=_v(node, p, "humaneval_limit", 20),
+        sandbox_timeout_s=_v(sandbox, sp, "timeout_s", 10.0),
+        sandbox_memory_mb=_v(sandbox, sp, "memory_mb", 512),
+        sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
+        repeats=_v(node, p, "repeats", 1),
     )
-
-
-def _sandbox_mechanism(node: Any, key: str) -> str:
-    value = node.get("mechanism", "auto")
-    if value not in SANDBOX_MECHANISMS:
-        raise ConfigError(key, f"must be one of {', '.join(SANDBOX_MECHANISMS)}, got {value!r}")
-    return str(value)
 
 
 def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hardware) -> None:
@@ -330,8 +300,11 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     for group in ("hardware", "spec", "model", "server", "launcher", "workload"):
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")
+    bounds.check_config(cfg)  # every key with a rule: typed and bounded (sweep/compose/bounds.py)
     hardware = _hardware(cfg["hardware"])
     spec = _spec(cfg["spec"])
+    check_spec_constraints(cfg)   # the same declaration the sweeper's valid-only space reads
+    quirk_rules(cfg["hardware"])  # declarations parse (the sweeper applies them)
     model = _model(cfg["model"])
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
@@ -342,10 +315,10 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
             raise ConfigError(group, "group is missing from the composed config")
     return TrialConfig(hardware=hardware, spec=spec, model=model, server=server,
                        launcher=launcher, workload=workload,
-                       dry_run=bool(cfg.get("dry_run", False)), raw=dict(cfg),
+                       dry_run=bounds.check("dry_run", cfg.get("dry_run")) or False, raw=dict(cfg),
                        objective=objective(cfg["objective"]), mlflow=mlflow(cfg["mlflow"]),
                        results=results(cfg), pool=tuple(pool_hosts(cfg["launcher"].get("hosts"))),
-                       secret_names=_str_tuple(cfg.get("secret_names"), "secret_names"))
+                       secret_names=bounds.check("secret_names", cfg.get("secret_names")) or ())
 
 
 def from_omegaconf(cfg: Any) -> TrialConfig:
@@ -364,6 +337,9 @@ def from_omegaconf(cfg: Any) -> TrialConfig:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "config"
         msg = str(exc).splitlines()[0]
+        # ${model.draft_paths.dflash} with model.draft_paths=5: the key at fault is the one set wrong
+        if m := re.search(r"node `([^`]+)` is not a container", msg):
+            key, msg = m.group(1), f"must be a mapping (its keys are used: {msg})"
         raise ConfigError(str(key), msg) from None
     assert isinstance(container, dict)
     container.pop("hydra", None)

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from sweep.compose.checks import int_, no_control_chars
+from sweep.compose.bounds import LAUNCH_MODES, check
+from sweep.compose.checks import no_control_chars
 from sweep.errors import ConfigError
 
-LAUNCH_MODES = ("systemd", "process")
+__all__ = ["LAUNCH_MODES", "PoolHost", "check_hosts", "hydra_value", "pool_hosts"]
 ENTRY_KEYS = ("label", "server_port", "overrides")  # besides the launcher's own keys
 KEY_MAP = {"server_port": "server.port"}  # entry keys that set another config key
 
@@ -86,14 +87,17 @@ def check_hosts(node: Mapping[str, Any], name: str, path: str = "launcher.hosts"
             for text in (v if isinstance(v, (list, tuple)) else [v]):
                 if isinstance(text, str):
                     no_control_chars(f"{key}.{k}", text)
+            if k not in ENTRY_KEYS and v is not None:
+                check(f"{key}.{k}", v, rule_key=f"launcher.{k}")  # the launcher key's own rule
         merged = {**node, **entry, "hosts": None}
         if name == "ssh":
             if merged.get("mode") not in LAUNCH_MODES:
                 raise ConfigError(f"{key}.mode", f"must be one of {', '.join(LAUNCH_MODES)}")
-            int_(merged, key, "port", lo=1, hi=65535)
+            check(f"{key}.port", merged.get("port"), rule_key="launcher.port")
             if not merged.get("host"):
                 raise ConfigError(f"{key}.host", "is required (set it in the entry or launcher.host)")
-        server_port = int_(entry, key, "server_port", lo=1, hi=65535, optional=True)
+        server_port = check(f"{key}.server_port", entry.get("server_port"), rule_key="server.port") \
+            if entry.get("server_port") is not None else None
         extra = entry.get("overrides")
         if extra is not None and (not isinstance(extra, (list, tuple))
                                   or not all(isinstance(o, str) for o in extra)):

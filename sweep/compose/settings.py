@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
-from sweep.compose.checks import bool_, float_, get, int_, no_control_chars, str_tuple
-from sweep.compose.hosts import LAUNCH_MODES, check_hosts
+from sweep.compose.bounds import OBJECTIVE_METRICS, check
+from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
+from sweep.compose.hosts import check_hosts
 from sweep.errors import ConfigError
 from sweep.launch import LauncherSettings, SSHSettings
 
-OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")
 # Old metric names a config (objective.metric, hydra.sweeper.metrics) may still use, and
 # what they stand for: tok_s_c1 was the lowest measured concurrency's tok/s, c=1 or not.
 METRIC_ALIASES = {"tok_s_c1": "tok_s_lowc"}
-HOST_KEY_POLICIES = ("reject", "accept-new")
+__all__ = ["METRIC_ALIASES", "OBJECTIVE_METRICS", "Mlflow", "Objective", "Results", "launcher_settings",
+           "mlflow", "objective", "results", "shipped"]
 SECRET_ENV = {"password": "SPECSWEEP_SSH_PASSWORD", "passphrase": "SPECSWEEP_SSH_PASSPHRASE",
               "connect_kwargs": "SPECSWEEP_SSH_PASSWORD"}
 
@@ -71,24 +72,17 @@ class Objective:
 
 def objective(node: Mapping[str, Any]) -> Objective:
     p = "objective"
-    metric = str(get(node, p, "metric"))
-    if metric not in OBJECTIVE_METRICS:
-        raise ConfigError(f"{p}.metric", f"must be one of {', '.join(OBJECTIVE_METRICS)}, got {metric!r}")
-    weights = node.get("weights") or {}
-    if not isinstance(weights, Mapping):
-        raise ConfigError(f"{p}.weights", f"must be a mapping ctx<C>_c<N>: weight, got {weights!r}")
-    cons = node.get("constraints") or {}
-    if not isinstance(cons, Mapping):
-        raise ConfigError(f"{p}.constraints", f"must be a mapping, got {cons!r}")
+    weights = _v(node, p, "weights", {})
+    cons = _v(node, p, "constraints", {})
     c = f"{p}.constraints"
     return Objective(
-        metric=metric, context=int_(node, p, "context", lo=1, optional=True),
-        concurrency=int_(node, p, "concurrency", lo=1, optional=True),
-        weights={str(k): float(float_(weights, f"{p}.weights", str(k)) or 0.0) for k in weights},
+        metric=_v(node, p, "metric"), context=_v(node, p, "context"),
+        concurrency=_v(node, p, "concurrency"),
+        weights={str(k): float(check(f"{p}.weights.{k}", v) or 0.0) for k, v in weights.items()},
         constraints=Constraints(
-            coding_pass_rate_min=float_(cons, c, "coding_pass_rate_min", lo=0, optional=True),
-            max_errors=float_(cons, c, "max_errors", lo=0, optional=True),
-            ttft_ms_p99_max=float_(cons, c, "ttft_ms_p99_max", lo=0, optional=True)))
+            coding_pass_rate_min=_v(cons, c, "coding_pass_rate_min"),
+            max_errors=_v(cons, c, "max_errors"),
+            ttft_ms_p99_max=_v(cons, c, "ttft_ms_p99_max")))
 
 
 # --------------------------------------------------------------------------- mlflow, results
@@ -99,6 +93,8 @@ class Mlflow:
     enabled: bool
     tracking_uri: str | None  # None: MLflow's own default, pinned to the launch dir
     experiment: str
+    # a tracking server that does not answer within this is off for the rest of the sweep
+    timeout_s: float = 5.0
 
     @classmethod
     def from_mapping(cls, node: Mapping[str, Any] | None) -> Mlflow:
@@ -108,10 +104,9 @@ class Mlflow:
 
 
 def mlflow(node: Mapping[str, Any]) -> Mlflow:
-    uri = node.get("tracking_uri")
-    return Mlflow(enabled=bool_(node, "mlflow", "enabled"),
-                  tracking_uri=None if uri in (None, "") else str(uri),
-                  experiment=str(get(node, "mlflow", "experiment")))
+    p = "mlflow"
+    return Mlflow(enabled=_v(node, p, "enabled"), tracking_uri=_v(node, p, "tracking_uri"),
+                  experiment=_v(node, p, "experiment"), timeout_s=_v(node, p, "timeout_s", 5.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +121,10 @@ class Results:
 
 def results(cfg: Mapping[str, Any]) -> Results:
     resume = cfg.get("resume") or {}
-    if not isinstance(resume, Mapping):
-        raise ConfigError("resume", f"must be a mapping, got {resume!r}")
-    return Results(search_dirs=str_tuple((cfg.get("results") or {}).get("search_dirs"),
-                                         "results.search_dirs"),
-                   baseline_auto_run=bool_(cfg.get("baseline") or {}, "baseline", "auto_run"),
-                   rerun_failed=bool_(resume, "resume", "rerun_failed"),
-                   deterministic_failures=str_tuple(resume.get("deterministic_failures"),
-                                                    "resume.deterministic_failures"))
+    return Results(search_dirs=_v(cfg.get("results") or {}, "results", "search_dirs", ()),
+                   baseline_auto_run=_v(cfg.get("baseline") or {}, "baseline", "auto_run", False),
+                   rerun_failed=_v(resume, "resume", "rerun_failed", False),
+                   deterministic_failures=_v(resume, "resume", "deterministic_failures", ()))
 
 
 # --------------------------------------------------------------------------- launcher
@@ -142,7 +133,7 @@ def results(cfg: Mapping[str, Any]) -> Results:
 def launcher_settings(node: Mapping[str, Any]) -> LauncherSettings:
     """``launcher.*`` checked and typed; secrets in it are refused (they would be recorded)."""
     p = "launcher"
-    name = str(get(node, p, "name"))
+    name = _v(node, p, "name")
     for secret, env in SECRET_ENV.items():
         if node.get(secret) is not None:
             raise ConfigError(f"{p}.{secret}", "secrets never go in the config: set "
@@ -152,56 +143,35 @@ def launcher_settings(node: Mapping[str, Any]) -> LauncherSettings:
     if ssh is not None and not ssh.host and not node.get("hosts"):
         raise ConfigError(f"{p}.host", "is required: a host name, address or ~/.ssh/config "
                           "alias (or a pool: launcher.hosts=[{host: a}, {host: b}])")
-    state_dir = node.get("state_dir")
     return LauncherSettings(
-        name=name, ready_timeout_s=_seconds(node, "ready_timeout_s"),
-        poll_interval_s=_seconds(node, "poll_interval_s"), poll_max_s=_seconds(node, "poll_max_s"),
-        stop_grace_s=_seconds(node, "stop_grace_s"), keep_server=bool_(node, p, "keep_server"),
-        log_tail_lines=int(int_(node, p, "log_tail_lines", lo=1) or 0),
-        state_dir=None if state_dir in (None, "") else str(state_dir), ssh=ssh,
-        reap_grace_s=_optional_seconds(node, "reap_grace_s", 3.0, hi=60.0))
-
-
-def _seconds(node: Mapping[str, Any], key: str) -> float:
-    return float(float_(node, "launcher", key, lo=0) or 0.0)
-
-
-def _optional_seconds(node: Mapping[str, Any], key: str, default: float, *, hi: float) -> float:
-    """A bounded duration with a default (the no-orphan bound depends on it)."""
-    value = float_(node, "launcher", key, lo=0, optional=True)
-    if value is not None and value > hi:
-        raise ConfigError(f"launcher.{key}", f"must be <= {hi:g} (seconds), got {value:g}")
-    return default if value is None else value
+        name=name, ready_timeout_s=_v(node, p, "ready_timeout_s"),
+        poll_interval_s=_v(node, p, "poll_interval_s"), poll_max_s=_v(node, p, "poll_max_s"),
+        stop_grace_s=_v(node, p, "stop_grace_s"), keep_server=_v(node, p, "keep_server"),
+        log_tail_lines=_v(node, p, "log_tail_lines"), state_dir=_v(node, p, "state_dir"), ssh=ssh,
+        reap_grace_s=_v(node, p, "reap_grace_s", 3.0))
 
 
 def _ssh(node: Mapping[str, Any]) -> SSHSettings:
     p = "launcher"
-    mode = node.get("mode")
-    if mode not in LAUNCH_MODES:
-        raise ConfigError(f"{p}.mode", f"must be one of {', '.join(LAUNCH_MODES)}, got {mode!r}")
-    policy = str(get(node, p, "host_key_policy"))
-    if policy not in HOST_KEY_POLICIES:
-        raise ConfigError(f"{p}.host_key_policy",
-                          f"must be one of {', '.join(HOST_KEY_POLICIES)}, got {policy!r}")
-    keys = node.get("key_filename")
-    keys = () if keys in (None, "") else str_tuple([keys] if isinstance(keys, str) else keys,
-                                                  f"{p}.key_filename")
-    for key in ("host", "user", "unit", "workdir", "gateway", "known_hosts", "unit_dir"):
-        if node.get(key) is not None:
-            no_control_chars(f"{p}.{key}", str(node[key]))
-    for i, k in enumerate(keys):
-        no_control_chars(f"{p}.key_filename[{i}]", k)
-    text = {k: (None if node.get(k) in (None, "") else str(node[k]))
-            for k in ("host", "user", "gateway", "known_hosts")}
+    mode, policy = check(f"{p}.mode", node.get("mode")), check(f"{p}.host_key_policy", node.get("host_key_policy"))
+    keys = _v(node, p, "key_filename", ())
+    known = _v(node, p, "known_hosts")
     return SSHSettings(
-        host=text["host"] or "", port=int(int_(node, p, "port", lo=1, hi=65535) or 0),
-        user=text["user"], key_filename=tuple(os.path.expanduser(k) for k in keys),
-        gateway=text["gateway"], connect_timeout=_seconds(node, "connect_timeout"),
-        known_hosts=None if text["known_hosts"] is None else os.path.expanduser(text["known_hosts"]),
-        host_key_policy=policy, allow_agent=bool_(node, p, "allow_agent"), mode=str(mode),
-        unit=str(get(node, p, "unit")), unit_dir=str(get(node, p, "unit_dir")).rstrip("/"),
-        dropin=bool_(node, p, "dropin"), sudo=bool_(node, p, "sudo"),
-        workdir=str(get(node, p, "workdir")), port_forward=bool_(node, p, "port_forward"),
-        preflight=bool_(node, p, "preflight"),
-        min_free_gb=float(float_(node, p, "min_free_gb", lo=0) or 0.0),
-        remote_lease_s=_optional_seconds(node, "remote_lease_s", 15.0, hi=3600.0))
+        host=_v(node, p, "host", ""), port=_required(node, "port"),
+        user=_v(node, p, "user"), key_filename=tuple(os.path.expanduser(k) for k in keys),
+        gateway=_v(node, p, "gateway"), connect_timeout=_required(node, "connect_timeout"),
+        known_hosts=None if known is None else os.path.expanduser(known),
+        host_key_policy=policy, allow_agent=_v(node, p, "allow_agent", False), mode=mode,
+        unit=_required(node, "unit"), unit_dir=_required(node, "unit_dir").rstrip("/") or "/",
+        dropin=_v(node, p, "dropin", False), sudo=_v(node, p, "sudo", False),
+        workdir=_required(node, "workdir"), port_forward=_v(node, p, "port_forward", False),
+        preflight=_v(node, p, "preflight", False), min_free_gb=_required(node, "min_free_gb"),
+        remote_lease_s=_v(node, p, "remote_lease_s", 15.0))
+
+
+def _required(node: Mapping[str, Any], key: str) -> Any:
+    """A launcher=ssh key that must be set (its rule applies)."""
+    value = _v(node, "launcher", key)
+    if value is None:
+        raise ConfigError(f"launcher.{key}", "is missing")
+    return value

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from sweep.compose.checks import float_ as _float
+from sweep.compose.bounds import get as _v
 from sweep.errors import ConfigError
 
 
 def check_synthetic(node: Mapping[str, Any], p: str, budget: int | None) -> None:
     """Synthetic acceptance knobs (llama.cpp's --spec-synth-*), checked before a server starts."""
-    length = _float(node, p, "synth_len", lo=1, optional=True)
+    length = _v(node, p, "synth_len")
     rates = node.get("synth_rates")
     if length is not None and rates is not None:
         raise ConfigError(f"{p}.synth_rates", "and spec.synth_len are mutually exclusive: set one to null")
@@ -26,7 +26,7 @@ def check_synthetic(node: Mapping[str, Any], p: str, budget: int | None) -> None
         return
     if not isinstance(rates, (list, tuple)) or not rates:
         raise ConfigError(f"{p}.synth_rates", f"must be a list of probabilities, got {rates!r}")
-    values = [_float({"synth_rates": r}, p, "synth_rates", lo=0) for r in rates]
+    values = list(_v(node, p, "synth_rates"))
     if budget is not None and len(values) != budget:
         raise ConfigError(f"{p}.synth_rates", f"must have spec.budget={budget} values, got {len(values)}")
     for prev, cur in zip(values, values[1:]):

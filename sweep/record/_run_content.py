@@ -27,7 +27,10 @@ TAG_KIND = "specsweep.kind"
 TAG_COMPLETE = "specsweep.complete"
 TAG_SWEEP_KEY = "specsweep.sweep_key"
 TAG_PARENT = "mlflow.parentRunId"   # what MLflow's UI nests runs by
-RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED", "pruned": "KILLED"}
+# pruned: stopped early on purpose by the sweeper's pruner (partial cells): not a failure, not a
+# finished benchmark either; the run's "status" tag says pruned.
+RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED",
+              "pruned": "KILLED"}
 CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
                ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
                ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
@@ -153,6 +156,19 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
         for prefix, name in CELL_SERIES:
             if (v := _number(cell.get(name))) is not None:
                 out.append((f"{prefix}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+        ci = cell.output_tok_s_ci  # workload.repeats > 1: the mean above and its 95% interval
+        for side, bound in zip(("tok_s_ci_low", "tok_s_ci_high"), ci or ()):
+            if (v := _number(bound)) is not None:
+                out.append((f"{side}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+    pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
+    if pred is not None:
+        for key, raw in (("predicted_objective", pred.objective), ("prediction_error", pred.error),
+                         ("prescreen_rank", pred.rank)):
+            if (v := _number(raw)) is not None:
+                out.append((key, v, 0))
+        for c in pred.cells:
+            if (v := _number(c.get("predicted_output_tok_s"))) is not None:
+                out.append((f"predicted_tok_s.ctx{int(c['context'])}", v, int(c["concurrency"])))
     return out
 
 

@@ -63,8 +63,23 @@ def resolve_tracking_uri(configured: str | None = None, base: Path | None = None
     return uri
 
 
-def probe(uri: str, timeout: float = 3.0) -> str | None:
-    """None if ``uri`` is local or its host accepts a TCP connection, else why not."""
+class Problem(str):
+    """Why a tracking store cannot be used. ``timed_out``: it never answered (or never let us
+    connect) within the timeout -- every later call would wait as long (sweep.record._tracking_off)."""
+
+    timed_out: bool = False
+
+    @classmethod
+    def of(cls, text: str, *, timed_out: bool = False) -> Problem:
+        out = cls(text)
+        out.timed_out = timed_out
+        return out
+
+
+def probe(uri: str, timeout: float = 3.0) -> Problem | None:
+    """None if ``uri`` is local, or its host accepts a TCP connection and (HTTP) answers a
+    request within ``timeout``; else why not. A server that accepts and hangs is caught here,
+    in ``timeout`` seconds, instead of in MLflow's retry loop (minutes per trial)."""
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+")[0]
     if scheme not in NETWORK_PORTS or not parts.hostname:
@@ -76,10 +91,30 @@ def probe(uri: str, timeout: float = 3.0) -> str | None:
         if urllib.request.getproxies().get(scheme) and not urllib.request.proxy_bypass(parts.hostname):
             return None  # reached through a proxy: let MLflow's client try
     try:
-        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+        sock = socket.create_connection((parts.hostname, port), timeout=timeout)
+    except TimeoutError:
+        return Problem.of(f"cannot connect to {parts.hostname}:{port} within {timeout:g} s", timed_out=True)
     except OSError as exc:
-        return f"cannot connect to {parts.hostname}:{port} ({exc.strerror or exc})"
-    return None
+        return Problem.of(f"cannot connect to {parts.hostname}:{port} ({exc.strerror or exc})")
+    if scheme != "http":
+        sock.close()
+        return None
+    return _answers(sock, parts.hostname, port, parts.path.rstrip("/") + "/health", timeout)
+
+
+def _answers(sock: socket.socket, host: str, port: int, path: str, timeout: float) -> Problem | None:
+    """Any HTTP status line within ``timeout`` is an answer (MLflow decides what it means)."""
+    try:
+        with sock:
+            sock.settimeout(timeout)
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+            first = sock.recv(16)
+    except TimeoutError:
+        return Problem.of(f"{host}:{port} accepted the connection but did not answer within {timeout:g} s",
+                          timed_out=True)
+    except OSError:
+        return None  # reset, refused...: MLflow's own client reports it
+    return None if first else Problem.of(f"{host}:{port} closed the connection without an answer")
 
 
 def safe_uri(uri: str) -> str:

@@ -13,9 +13,10 @@ version does not know are kept. The JSON Schema generated from these types is
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from sweep import secrets
 from sweep.atomic import write_atomic
@@ -23,7 +24,8 @@ from sweep.record._model import Record, json_schema
 
 SCHEMA = 1
 FILENAME = "result.json"
-Status = Literal["running", "ok", "failed", "interrupted"]
+# pruned: stopped after some cells by the sweeper's pruner (sweep/trial/hooks.py), cells kept
+Status = Literal["running", "ok", "failed", "interrupted", "pruned"]
 
 
 @dataclass(kw_only=True)
@@ -103,6 +105,17 @@ class Cell(Record):
         "doc": "tokenize | probe | exact (token ids) | approx: how prompts were cut to the context"})
     duration_s: float | None = None
     usd_per_mtok: float | None = None
+    concurrency_capped: int | None = field(default=None, metadata={
+        "doc": "in-flight requests used when the client could not open `concurrency` connections "
+               "(RLIMIT_NOFILE); null: not capped"})
+    repeats: int | None = field(default=None, metadata={
+        "doc": "times the cell was measured (workload.repeats); the figures above are means"})
+    output_tok_s_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    per_stream_tok_s_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    accept_len_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
 
 
 @dataclass(kw_only=True)
@@ -179,6 +192,19 @@ class Baseline(Record):
 
 
 @dataclass(kw_only=True)
+class Prediction(Record):
+    """What the twin predicted for this config before it ran (the sweeper's pre-screen)."""
+
+    calibration: str | None = field(default=None, metadata={"doc": "the twin that predicted it"})
+    rank: int | None = field(default=None, metadata={"doc": "place in the pre-screen's ranking, 1 = best"})
+    objective: float | None = field(default=None, metadata={"doc": "predicted objective"})
+    measured: float | None = field(default=None, metadata={"doc": "measured objective (null unless ok)"})
+    error: float | None = field(default=None, metadata={"doc": "measured / predicted - 1"})
+    cells: list[dict[str, Any]] = field(default_factory=list, metadata={
+        "doc": "per cell: context, concurrency, predicted and measured output_tok_s"})
+
+
+@dataclass(kw_only=True)
 class MlflowInfo(Record):
     """Where the trial's MLflow run is (``synced``: it is complete there)."""
 
@@ -214,6 +240,8 @@ class TrialResult(Record):
     baseline: Baseline | None = None
     config: dict[str, Any] = field(default_factory=dict, metadata={
         "doc": "the resolved composed config (secrets masked)"})
+    prediction: Prediction | None = field(default=None, metadata={
+        "doc": "the twin's prediction for this config (Optuna sweeper's pre-screen), vs measured"})
     mlflow: MlflowInfo = field(default_factory=MlflowInfo)
 
     def __post_init__(self) -> None:
@@ -253,16 +281,28 @@ class TrialResult(Record):
 
     @classmethod
     def load(cls, path: Path) -> TrialResult:
-        """Read a result file (any schema-1 version); ValueError when it is not one."""
+        """Read a result file (any schema-1 version); ValueError when it is not one
+        (not JSON -- e.g. truncated --, not an object, no schema or status, an unknown status)."""
         with open(path) as fh:
-            doc = json.load(fh)
+            try:
+                doc = json.load(fh)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc})") from None
         if not isinstance(doc, dict):
-            raise ValueError(f"{path}: not a result document (a JSON object)")
+            raise ValueError("not a result document (a JSON object)")
+        for key in cls.REQUIRED:
+            if key not in doc:
+                raise ValueError(f"not a result document (no {key!r})")
+        if doc["status"] not in typing.get_args(Status):
+            raise ValueError(f"unknown status {doc['status']!r}")
         return cls.from_dict(doc)
 
 
-def iter_results(*roots: Path) -> Iterator[tuple[Path, TrialResult]]:
-    """Every readable result.json under the given directories."""
+def iter_results(*roots: Path, on_error: Callable[[Path, Exception], None] | None = None
+                 ) -> Iterator[tuple[Path, TrialResult]]:
+    """Every readable result.json under the given directories; each one that cannot be
+    read goes to ``on_error(path, exc)`` (commands that report on files must say so:
+    ``python -m sweep.sync`` and ``.report --dir`` count it as failed)."""
     for root in roots:
         root = Path(root)
         if not root.is_dir():
@@ -270,8 +310,9 @@ def iter_results(*roots: Path) -> Iterator[tuple[Path, TrialResult]]:
         for path in root.rglob(FILENAME):
             try:
                 yield path, TrialResult.load(path)
-            except (OSError, ValueError):
-                continue
+            except (OSError, ValueError) as exc:
+                if on_error is not None:
+                    on_error(path, exc)
 
 
 def clean_number(x: Any) -> Any:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sweep.compose.settings import Mlflow
+from sweep.record._tracking_off import is_timeout
 from sweep.record.parent import PARENT_FILE, ensure_parent, finalize_parent, read_parent_file
 from sweep.record.result import TrialResult, iter_results
 from sweep.record.tracking import Tracker
@@ -51,7 +52,8 @@ def _settings(doc: TrialResult, sweep_dir: Path | None, tracking_uri: str | None
     recorded = (record.get("tracking_uri") or config.get("tracking_uri")) if recorded_uri else None
     return Mlflow.from_mapping({
         "enabled": True, "tracking_uri": tracking_uri or recorded,
-        "experiment": experiment or record.get("experiment") or config.get("experiment")})
+        "experiment": experiment or record.get("experiment") or config.get("experiment"),
+        "timeout_s": config.get("timeout_s")})
 
 
 def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | None = None,
@@ -61,7 +63,11 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
     out = SyncReport()
     trackers: dict[tuple[Any, Any], Tracker] = {}
     sweeps: dict[Path, tuple[Tracker, bool]] = {}
-    for path, doc in sorted(iter_results(Path(root)), key=lambda p: str(p[0])):
+    hung: dict[int, str] = {}  # a tracker whose server timed out: not asked again in this sync
+    def unreadable(path: Path, exc: Exception) -> None:
+        out.failed.append((path, f"unreadable result file: {exc}"))
+
+    for path, doc in sorted(iter_results(Path(root), on_error=unreadable), key=lambda p: str(p[0])):
         sweep_dir = _sweep_dir_of(path, doc)
         settings = _settings(doc, sweep_dir, tracking_uri, experiment, recorded_uri)
         tracker = trackers.setdefault((settings.tracking_uri, settings.experiment), Tracker(settings))
@@ -75,16 +81,21 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
         if doc.status == "running" and not include_running:
             out.skipped.append((path, "still running (or its process died): --include-running uploads it as KILLED"))
             continue
+        if id(tracker) in hung:
+            out.failed.append((path, hung[id(tracker)]))
+            continue
         try:
             parent = ensure_parent(tracker, sweep_dir) if sweep_dir is not None else None
             run_id, created = tracker.upload_result(doc, path.parent, parent_run_id=parent)
             (out.uploaded if created else out.linked).append((path, run_id))
         except Exception as exc:  # noqa: BLE001 - report every file, go on with the next
             out.failed.append((path, str(exc)))
+            if is_timeout(exc):
+                hung[id(tracker)] = f"not tried: {exc}"
     for sweep_dir, (tracker, had_record) in sweeps.items():
         record = read_parent_file(sweep_dir)
-        if record.get("finalized") or (had_record and not record.get("ended")):
-            continue  # already done, or the sweep may still be running
+        if record.get("finalized") or (had_record and not record.get("ended")) or id(tracker) in hung:
+            continue  # already done, the sweep may still be running, or its server hangs
         try:
             out.parents.append((sweep_dir, finalize_parent(tracker, sweep_dir)))
         except Exception as exc:  # noqa: BLE001

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 from sweep import secrets
 from sweep.atomic import write_atomic
 from sweep.compose.settings import Mlflow
+from sweep.record import _tracking_off
 from sweep.record import parent as _parent
 from sweep.record._mlflow_experiment import UI_VIEW_KEY, ensure_experiment
 from sweep.record._params import MAX_TAG_VALUE, flatten_params, truncate
@@ -65,7 +66,11 @@ _STALE_EXPERIMENT = frozenset({"INVALID_PARAMETER_VALUE", "INVALID_STATE", "RESO
 
 
 class TrackingUnavailable(RuntimeError):
-    """MLflow cannot be reached; the message says where and why."""
+    """MLflow cannot be reached; the message says where and why (``timed_out``: it hung)."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 def _warn_once(message: str) -> None:
@@ -89,6 +94,7 @@ class Tracker:
             settings = Mlflow.from_mapping(settings)
         self.enabled = settings.enabled
         self.experiment = settings.experiment
+        self.timeout_s = settings.timeout_s
         self._configured = settings.tracking_uri
         self._base = launch_dir()
         self._uri: str | None = None
@@ -116,8 +122,9 @@ class Tracker:
         if self._client is not None and self._experiment_id is not None:
             return self._client, self._experiment_id
         uri = self.tracking_uri
-        if problem := _probe(uri):
-            raise TrackingUnavailable(f"MLflow at {safe_uri(uri)} is unreachable: {problem}")
+        if problem := _probe(uri, timeout=self.timeout_s):
+            raise TrackingUnavailable(f"MLflow at {safe_uri(uri)} is unreachable: {problem}",
+                                      timed_out=problem.timed_out)
         if urlsplit(uri).scheme in ("http", "https"):
             # Bound MLflow's retry loop (7 retries with exponential backoff by default).
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -194,11 +201,19 @@ class Tracker:
         """One child run for one result; None (warned once) when MLflow is down."""
         if not self.enabled:
             return None
+        sweep_dir = normalize(result).trial.sweep_dir
+        scope = self._dir(sweep_dir) if sweep_dir else None
+        if why := _tracking_off.reason(scope):
+            log.debug("not logged to MLflow (tracking is off: %s)", why)
+            return None
         try:
             return self.upload(result, Path(job_dir), parent_run_id=parent_run_id)
         except Exception as exc:  # noqa: BLE001 - the trial must never fail because of MLflow
             self._forget_experiment()
-            where = normalize(result).trial.sweep_dir or job_dir
+            where = sweep_dir or job_dir
+            if _tracking_off.is_timeout(exc):
+                _tracking_off.switch_off(scope, str(exc), where)
+                return None
             _warn_once(secrets.mask_text(f"{exc}; results stay on disk ({Path(job_dir) / RESULT_FILE}): "
                                          f"`python -m sweep.sync {where}` uploads them later"))
             return None
@@ -276,6 +291,7 @@ class Tracker:
         if not self.enabled:
             return None
         sweep_dir = self._dir(sweep_dir)
+        _tracking_off.clear(sweep_dir)  # a new run of the sweep tries MLflow again
         _parent.record_parent_start(self, sweep_dir, name, params)
         try:
             run_id = _parent.ensure_parent(self, sweep_dir)
@@ -284,8 +300,11 @@ class Tracker:
                 client.update_run(run_id, status="RUNNING")
             return run_id
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
-            _warn_once(secrets.mask_text(f"{exc}; the sweep goes on with results on disk: "
-                                         f"`python -m sweep.sync {sweep_dir}` uploads them later"))
+            if _tracking_off.is_timeout(exc):
+                _tracking_off.switch_off(sweep_dir, str(exc), sweep_dir)
+            else:
+                _warn_once(secrets.mask_text(f"{exc}; the sweep goes on with results on disk: "
+                                             f"`python -m sweep.sync {sweep_dir}` uploads them later"))
             return None
 
     def parent_for(self, sweep_dir: Path) -> str | None:
@@ -298,8 +317,13 @@ class Tracker:
             return
         sweep_dir = self._dir(sweep_dir)
         _parent.record_parent_end(sweep_dir, status)
+        if _tracking_off.reason(sweep_dir):
+            return  # `python -m sweep.sync` finishes the parent run later
         try:
             _parent.finalize_parent(self, sweep_dir)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
+            if _tracking_off.is_timeout(exc):
+                _tracking_off.switch_off(sweep_dir, str(exc), sweep_dir)
+                return
             _warn_once(secrets.mask_text(f"{exc}; `python -m sweep.sync {sweep_dir}` finishes "
                                          "the parent run later"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 FORMATS = ("table", "csv", "json", "md", "html")
 
@@ -40,14 +40,16 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _from_dir(args: argparse.Namespace) -> tuple[list, list[str], str]:
+def _from_dir(args: argparse.Namespace, on_error: Callable[[Path, Exception], None]
+              ) -> tuple[list, list[str], str]:
     from sweep.record.naming import matches_sweep
     from sweep.record.parent import read_parent_file
     from sweep.report.table import docs_from_dir
 
     if not args.dir.is_dir():
-        raise SystemExit(f"error: --dir {args.dir}: not a directory")
-    docs, sources = docs_from_dir(args.dir)
+        print(f"error: --dir {args.dir}: not a directory", file=sys.stderr)
+        raise SystemExit(2)
+    docs, sources = docs_from_dir(args.dir, on_error=on_error)
     keep = []
     for i, d in enumerate(docs):
         if args.hardware is not None and d.trial.hardware != args.hardware:
@@ -88,8 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     secrets.install_log_masking()
     err = Console(stderr=True, highlight=False)
+    unreadable: list[tuple[Path, Exception]] = []  # named and counted as failed, never skipped
     if args.dir is not None:
-        docs, sources, title = _from_dir(args)
+        docs, sources, title = _from_dir(args, on_error=lambda p, e: unreadable.append((p, e)))
     else:
         from sweep.record.runs import docs_from_mlflow
 
@@ -99,15 +102,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          full=bool(args.plots) or args.format in ("json", "html"))
         title = f"experiment {experiment}" + (f", sweep {args.sweep_id}" if args.sweep_id else "")
     if not docs:
-        err.print(f"no trials found ({title})")
+        _unreadable(err, unreadable, 0, secrets.mask_text)
+        if not unreadable:
+            err.print(f"no trials found ({title})")
         return 1
     groups = build_groups(docs, sources)
+    note = err  # what was not shown goes with the table on stdout, else beside an export
     if args.format == "table":
         out = Console(highlight=False, file=open(args.output, "w") if args.output else None,  # noqa: SIM115
                       width=200 if args.output else None)
         if not out.is_terminal and args.output is None:
             out = Console(highlight=False, width=200)  # piped or logged: wide enough for every column
         print_groups(out, groups, title)
+        if args.output is None:
+            note = out
         if args.output:
             out.file.close()
     else:
@@ -124,7 +132,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plots:
         for path in write_plots(all_rows(groups), args.plots):
             err.print(f"plot: {path}")
-    return 0
+    return 1 if _unreadable(note, unreadable, len(docs), secrets.mask_text) else 0
+
+
+def _unreadable(console: Any, unreadable: list[tuple[Path, Exception]], shown: int,
+                mask: Callable[[str], str]) -> bool:
+    """Name every unreadable result file and count it as failed; True if there was one."""
+    for path, exc in unreadable:
+        console.print(f"failed: {path}: unreadable result file ({mask(str(exc))})", soft_wrap=True)
+    if unreadable:
+        console.print(f"{shown} trials shown; {len(unreadable)} result files unreadable "
+                      "(counted as failed trials)", soft_wrap=True)
+    return bool(unreadable)
 
 
 if __name__ == "__main__":

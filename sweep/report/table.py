@@ -11,7 +11,7 @@ ranked by :mod:`sweep.report.compare`; the command is ``python -m sweep.report``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
@@ -91,10 +91,12 @@ def table_columns(groups: Sequence[Group]) -> dict[str, list[Any]]:
     return {k: [rounded(rec[k]) for rec in recs] for k in keys}
 
 
-def docs_from_dir(root: Path) -> tuple[list[TrialResult], list[str]]:
+def docs_from_dir(root: Path, on_error: Callable[[Path, Exception], None] | None = None
+                  ) -> tuple[list[TrialResult], list[str]]:
+    """Readable result files under ``root``; unreadable ones go to ``on_error(path, exc)``."""
     from sweep.record.result import iter_results
 
-    found = sorted(iter_results(Path(root)), key=lambda p: str(p[0]))
+    found = sorted(iter_results(Path(root), on_error=on_error), key=lambda p: str(p[0]))
     return [doc for _, doc in found], [str(p) for p, _ in found]
 
 

@@ -21,6 +21,7 @@ from sweep.compose.settings import METRIC_ALIASES, OBJECTIVE_METRICS, Objective
 from sweep.errors import ConfigError
 from sweep.record.result import Metrics, TrialResult
 from sweep.score.metrics import headline, honest, ok_cells
+from sweep.score.noise import objective_interval
 
 INFEASIBLE = 1e9  # a constraint that could not be measured, as a finite number for Optuna
 
@@ -102,6 +103,7 @@ def trial_return(result: TrialResult, objective: Objective, result_path: str) ->
     out: dict[str, Any] = {
         "status": result.status, "values": values, "failure_reason":
         result.failure.reason if result.failure is not None else None,
+        "failure_message": result.failure.message if result.failure is not None else None,
         "result_path": result_path, "fingerprint": result.fingerprint,
         "mlflow_run_id": result.mlflow.run_id,
         "objective": None, "constraints": None, "constraint_names": [], "feasible": False,
@@ -109,6 +111,8 @@ def trial_return(result: TrialResult, objective: Objective, result_path: str) ->
     if not result.ok:
         return out
     out["objective"] = objective_value(result, objective)
+    ci = objective_interval(result, objective, out["objective"])  # the tie rule's input (sweep/score/noise.py)
+    out["objective_ci"] = list(ci) if ci else None
     cons, names = constraints(result.metrics, objective)
     out["constraints"] = [c if c != float("inf") else INFEASIBLE for c in cons]
     out["constraint_names"] = names

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from sweep.sim import perf
+from sweep.sim.noise import Drift
 
 SURVIVAL_REFRESH = 32  # answer tokens before acceptance is re-evaluated (drift, window)
 
@@ -102,7 +103,7 @@ class Engine:
     def __init__(self, *, hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
                  time_scale: float, seed: int, max_running: int, max_total_tokens: int,
                  disable_cuda_graph: bool, cuda_graph_max_bs: int, decode_log_interval: int,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], noise: float = 0.0, noise_seed: str = "") -> None:
         self.hardware, self.model, self.spec = hardware, model, spec
         self.cal = perf.calibration(hardware)  # the box's calibration, or the priors
         self.box = perf.box_of(hardware, model)
@@ -125,6 +126,7 @@ class Engine:
         self.wake = asyncio.Event()
         self.clock = 0.0
         self.sigma = float(self.cal["request_sigma"])
+        self.drift = Drift(noise, f"{seed}:{noise_seed}")  # run-to-run noise (sweep/sim/noise.py)
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ API
@@ -201,6 +203,7 @@ class Engine:
                      f"#token: {used_now}, token usage: {used_now / self.max_total_tokens:.2f}, "
                      f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, ")
         ms = perf.prefill_ms_box(self.box, self.cal.values, self.shape, new_tokens, quad)
+        ms *= self.drift.factor(ms)
         await self._advance(ms)
         now = time.time()
         for req in batch:
@@ -218,6 +221,7 @@ class Engine:
         ctx_sum = float(sum(r.context for r in batch))
         graph = not self.disable_cuda_graph and len(batch) <= self.cuda_graph_max_bs
         ms = perf.step_ms(self.box, self.cal.values, self.shape, len(batch), ctx_sum, not graph)["total"]
+        ms *= self.drift.factor(ms)
         await self._advance(ms)
         st = self.stats
         spec_on = self.family != "none"

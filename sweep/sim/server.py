@@ -33,6 +33,13 @@ def _hardware(args: cli.SimArgs) -> dict:
     return hw
 
 
+def _noise_seed(args: cli.SimArgs, hw: dict) -> str:
+    """The drift's seed: the sim seed and what the server runs (not its port), so one
+    config reproduces and two configs get independent noise (sweep/sim/noise.py)."""
+    spec = ",".join(f"{k}={v}" for k, v in sorted(args.spec.items()))
+    return f"{args.sim_seed}:{hw.get('name')}:tp{hw['tp']}:ep{hw['ep']}:{spec}:eager={args.disable_cuda_graph}"
+
+
 def _bind(host: str, port: int) -> socket.socket | None:
     """The listening socket, created as an explicit TCP socket.
 
@@ -166,7 +173,8 @@ async def serve(args: cli.SimArgs) -> None:
                     seed=int(args.sim_seed), max_running=args.max_running_requests or DEFAULT_MAX_RUNNING,
                     max_total_tokens=max_total, disable_cuda_graph=args.disable_cuda_graph,
                     cuda_graph_max_bs=args.cuda_graph_max_bs or perf.CUDA_GRAPH_MAX_BS,
-                    decode_log_interval=args.decode_log_interval, log=logs.scheduler)
+                    decode_log_interval=args.decode_log_interval, log=logs.scheduler,
+                    noise=float(args.sim_noise or 0.0), noise_seed=_noise_seed(args, hw))
     state = SimState(args, engine, max_total)
     config = uvicorn.Config(build_app(state), log_config=_uvicorn_logging(), access_log=args.log_requests,
                             lifespan="off", timeout_keep_alive=60, backlog=2048)

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from sweep import secrets
+from sweep.atomic import DiskFull
 from sweep.compose.config import TrialConfig
 from sweep.launch import Launch
 from sweep.record.naming import trial_name
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
+from sweep.trial import bench_errors, hooks, prediction
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
 
@@ -63,6 +65,9 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
 
     Where the server reports acceptance (response fields, /metrics names, log
     lines) is its group's ``server.acceptance`` (:mod:`sweep.bench.acceptance`).
+    After each cell the result file is rewritten and the cell hooks run
+    (:mod:`sweep.trial.hooks`); one that raises StopTrial ends the matrix there:
+    the trial is ``pruned`` with the cells measured so far.
     """
     from sweep.bench import acceptance
     from sweep.bench.coding import run_coding_eval
@@ -75,19 +80,29 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
     before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
+    coding = None
     if wl.coding != "off":
-        doc.coding = Coding.from_dict(run_coding_eval(base_url, wl, model_name, api_key=key,
-                                                      request_extras=cfg.server.request_extras).to_dict())
+        coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
+        doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)
+    cells: list[Any] = []
 
-    def cell_done(cell: Any) -> None:
-        """Each finished cell reaches result.json before the next begins (Ctrl-C keeps it)."""
-        acceptance.apply([cell], readers.request)
-        doc.cells.append(Cell.from_dict(cell.to_dict()))
+    def on_cell(measured: Any) -> None:
+        """Each finished cell reaches result.json, with its headline metrics, before the next
+        begins (Ctrl-C keeps it); then the cell hooks (the pruner) run."""
+        cells.append(measured)
+        acceptance.apply([measured], readers.request)
+        cell = Cell.from_dict(measured.to_dict())
+        doc.cells.append(cell)
         _finish_metrics(cfg, doc)
         doc.write(path)
+        hooks.after_cell(doc, cell)
 
-    cells = run_matrix(base_url, wl, model_name, api_key=key, **server_options(cfg), on_cell=cell_done)
+    try:
+        run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, **server_options(cfg))
+    except hooks.StopTrial as stop:
+        doc.status = "pruned"
+        doc.failure = Failure(reason="pruned", message=stop.reason)
     from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
     # requests sent twice because the server closed a kept-alive connection unanswered
@@ -108,6 +123,8 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+    elif message := bench_errors.verdict(bench_errors.tally(cells, coding), wl.max_error_rate):
+        _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
 
 
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
@@ -128,7 +145,8 @@ def _metrics(cfg: TrialConfig, readers: Any, base_url: str) -> dict[str, float] 
     from sweep.bench.serverstats import fetch_metrics
 
     return fetch_metrics(base_url, api_key=cfg.server.api_key, prefixes=readers.metrics.prefixes,
-                         split=readers.metrics.split)
+                         split=readers.metrics.split,
+                         timeout_s=min(10.0, cfg.workload.request_timeout_s))  # a frozen server: bounded
 
 
 def _tail(text: str, n: int) -> str:
@@ -189,6 +207,7 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
     doc.write(path)
     launcher = None
     interrupted: BaseException | None = None
+    disk_full: DiskFull | None = None
     try:
         if cfg.results.baseline_auto_run and cfg.spec.algorithm != "none":
             from sweep.trial.autobaseline import ensure_baseline
@@ -217,20 +236,29 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         interrupted = exc
         doc.status = "interrupted"
         doc.failure = Failure(reason="interrupted", message="stopped by the user (Ctrl-C)", log_tail="")
+    except DiskFull as exc:  # the file on disk keeps its last good version; the caller says so
+        disk_full = exc
+        _fail(doc, "disk_full", exc.one_line())
     except Exception as exc:  # a harness bug must not end the sweep
         log.exception("trial failed")
         _fail(doc, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=8))
     finally:
         doc.trial.finished = _now()
         _finish_metrics(cfg, doc)
+        prediction.record(cfg, doc)
         if doc.ok:
             _attach_baseline(cfg, doc, ctx, path)
             doc.metrics.speedup_vs_baseline = doc.speedup_vs_baseline
-        doc.write(path)
+        try:
+            doc.write(path)
+        except DiskFull as exc:
+            disk_full = disk_full or exc
         if interrupted is not None:
             launchers.stop_all(force=True)  # Ctrl-C stops even a keep_server server
-        elif ctx.sweep_dir is None:
+        elif ctx.sweep_dir is None or disk_full is not None:
             launchers.stop_all()  # respects launcher.keep_server
+    if disk_full is not None:
+        raise disk_full  # nothing more can be recorded: sweep.app prints its one line, exit 1
     _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
         raise interrupted

@@ -33,12 +33,12 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
 
 
 @pytest.mark.parametrize("override, key, fragment", [
-    ("spec.budget=0", "spec.budget", ">= 1"),
-    ("spec.topk=0", "spec.topk", ">= 1"),
+    ("spec.budget=0", "spec.budget", "in [1, 1024]"),
+    ("spec.topk=0", "spec.topk", "in [1, 1024]"),
     ("spec.topk=9", "spec.topk", "<= spec.budget=8"),
-    ("spec.window=4", "spec.window", ">= the draft block"),
-    ("workload.concurrency=[1,0]", "workload.concurrency", ">= 1"),
-    ("workload.contexts=[-5]", "workload.contexts", "in [1, 262144]"),
+    ("spec.window=4", "spec.window", ">= spec.block=8 (declared: spec.constraints"),
+    ("workload.concurrency=[1,0]", "workload.concurrency[1]", "in [1, 100000]"),
+    ("workload.contexts=[-5]", "workload.contexts[0]", "in [1, "),
     ("workload.contexts=[300000]", "workload.contexts", "in [1, 262144]"),
     ("workload.coding=maybe", "workload.coding", "five, humaneval, off"),
     ("workload.sandbox.mechanism=docker", "workload.sandbox.mechanism", "auto, bwrap, fallback"),
@@ -47,7 +47,7 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
     ("spec.budget=abc", "spec.budget", "integer"),
     ("workload.prompt_source=lorem", "workload.prompt_source", "text, random_ids, dataset"),
     ("workload.prompt_source=dataset", "workload.dataset_path", "JSONL"),
-    ("workload.seed=-1", "workload.seed", ">= 0"),
+    ("workload.seed=-1", "workload.seed", "in [0, 4294967295]"),
     ("server.endpoint=generate", "server.endpoint", "completions, chat"),
     ("server.tokenize.path=tokenize", "server.tokenize.path", "URL path"),
     ("+server.tokenize.count=1", "server.tokenize.count", "path, field, batch, messages, extra"),

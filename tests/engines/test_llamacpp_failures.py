@@ -33,14 +33,14 @@ def _failed(tmp_path: Path, name: str) -> dict:
 
 def test_bad_flag_and_missing_model_are_classified(sweep_cli, tmp_path: Path):
     proc = sweep_cli("spec=none", "server.extra_args=[--no-such-flag]", f"hydra.run.dir={tmp_path}/flag")
-    assert proc.returncode == 0, explain(proc)  # a failed trial is a result, not a crash
+    assert proc.returncode == 1, explain(proc)  # a failed trial: recorded, then exit status 1
     doc = _failed(tmp_path, "flag")
     assert doc["failure"]["reason"] == "bad_flag", doc["failure"]
     assert "invalid argument: --no-such-flag" in doc["failure"]["log_tail"]
 
     proc = sweep_cli("spec=llamacpp_draft", f"model.draft_paths.draft={tmp_path}/no-draft.gguf",
                      f"hydra.run.dir={tmp_path}/model")
-    assert proc.returncode == 0, explain(proc)
+    assert proc.returncode == 1, explain(proc)
     doc = _failed(tmp_path, "model")
     assert doc["failure"]["reason"] == "model_missing", doc["failure"]
     assert "no-draft.gguf" in doc["failure"]["log_tail"]
@@ -53,7 +53,7 @@ def test_port_in_use(sweep_cli, tmp_path: Path, engine):
         busy.listen()
         port = busy.getsockname()[1]
         proc = sweep_cli("spec=none", f"hydra.run.dir={tmp_path}/port", port=port)
-        assert proc.returncode == 0, explain(proc)
+        assert proc.returncode == 1, explain(proc)
         assert _failed(tmp_path, "port")["failure"]["reason"] == "port_in_use"
         # llama-server's own message (when the port is taken after our check) is recognised too
         out = subprocess.run([str(engine["server"]), "-m", str(engine["draft"]), "--host", "127.0.0.1",
@@ -87,7 +87,7 @@ def test_crash_mid_benchmark_is_a_failed_trial(sweep_cli, tmp_path: Path):
                      f"hydra.run.dir={job}")
     th.join(timeout=5)
     assert killed, "the server never became ready"
-    assert proc.returncode == 0, explain(proc)
+    assert proc.returncode == 1, explain(proc)
     doc = _failed(tmp_path, "crash")
     assert doc["failure"]["reason"] == "crashed", doc["failure"]
     assert doc["cells"][0]["errors"] >= 1

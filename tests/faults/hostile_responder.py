@@ -5,7 +5,8 @@ Started by the normal local launcher in place of SGLang
 flags except ``--host``/``--port``, answers the readiness and stats
 endpoints a trial touches, and streams, for every chat completion, one
 ```python block: the code in ``$HOSTILE_CODE_FILE`` (read per request).
-Usage is reported, so the matrix part of the trial is measured normally.
+A text completion (``/v1/completions``, the matrix's endpoint) streams a few
+words; usage is reported, so the matrix part of the trial is measured normally.
 Stdlib only, so it needs nothing of the project.
 """
 
@@ -48,15 +49,20 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
-        if self.path != "/v1/chat/completions":
+        if self.path == "/v1/completions" and body.get("stream"):
+            text = "hostile responder words "
+            first: dict = {"index": 0, "text": text, "finish_reason": None}
+            last: dict = {"index": 0, "text": "", "finish_reason": "stop"}
+        elif self.path == "/v1/chat/completions":
+            with open(os.environ["HOSTILE_CODE_FILE"], encoding="utf-8") as fh:
+                text = "```python\n" + fh.read() + "\n```\n"
+            first = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}
+            last = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        else:
             self._send(200, b"{}")
             return
-        with open(os.environ["HOSTILE_CODE_FILE"], encoding="utf-8") as fh:
-            text = "```python\n" + fh.read() + "\n```\n"
         n = max(1, len(text) // 4)
-        events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
-                                "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        events = [{"choices": [first]}, {"choices": [last]},
                   {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n,
                                             "total_tokens": 10 + n}}]
         if not body.get("stream"):

@@ -189,7 +189,7 @@ def test_predict_cli_prints_cells_bands_and_the_calibration() -> None:
     c = js["cells"][0]
     assert c["output_tok_s_low"] < c["output_tok_s"] < c["output_tok_s_high"]
     bad = run("sweep.sim.predict", "spec.budget=0")
-    assert bad.returncode == 2 and bad.stderr.strip() == "error: spec.budget: must be >= 1, got 0"
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: spec.budget: must be in [1, 1024] (draft tokens per step), got 0"
 
 
 def test_bands_widen_away_from_the_measured_points() -> None:

@@ -75,7 +75,7 @@ def test_done_when_process_mode_trial_is_ok_and_leaks_no_secret(ssh_box, tmp_pat
 
 def test_wrong_key_is_a_failed_trial_without_traceback(ssh_box, tmp_path: Path) -> None:
     res = _run(ssh_box, tmp_path, f"launcher.key_filename={ssh_box.keys.wrong}")
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]  # a failed single run exits 1, without a traceback
     doc = _result(tmp_path)
     assert doc["status"] == "failed" and doc["failure"]["reason"] == "ssh_auth"
     assert "Traceback" not in res.stdout + res.stderr

@@ -45,7 +45,7 @@ def evaluate(cfg: Any) -> dict[str, Any]:
     base = {"result_path": str(result_path), "fingerprint": f"{b}-{k}-{w}",
             "mlflow_run_id": f"run-{cfg.get('optuna', {}).get('trial_number', 'x')}"}
     if b > int(cfg.hardware.cuda_graph_max_budget):
-        result_path.write_text(json.dumps({"status": "failed", "command": command,
+        result_path.write_text(json.dumps({"schema": 1, "status": "failed", "command": command,
                                            "failure": {"reason": "cuda_graph"}}))
         return {**base, "status": "failed", "objective": None, "values": {}, "constraints": [],
                 "constraint_names": [], "feasible": False, "failure_reason": "cuda_graph"}
@@ -53,7 +53,8 @@ def evaluate(cfg: Any) -> dict[str, Any]:
     pass_rate = 0.8 if w == 512 else 1.0
     values = {"tok_s_c1": c1, "tok_s_peak": peak, "coding_pass_rate": pass_rate,
               "speedup_vs_baseline": round(c1 / 100.0, 3), "errors": 0}
-    result_path.write_text(json.dumps({"status": "ok", "command": command, "metrics": values,
+    # "schema": a result file without it is unreadable (sweep.record.result.TrialResult.load)
+    result_path.write_text(json.dumps({"schema": 1, "status": "ok", "command": command, "metrics": values,
                                        "config": OmegaConf.to_container(cfg, resolve=True)}))
     constraints = [1.0 - pass_rate, 0.0]
     return {**base, "status": "ok", "objective": values[cfg.objective.metric], "values": values,

@@ -1,0 +1,105 @@
+"""TEST DOUBLE: a stand-in inference server that fails at the protocol level, on purpose.
+
+Started by the normal local launcher in place of SGLang, with the server
+group's YAML overrides (``server.executable=[python, tests/faults/stand_in.py]``,
+``+server.extra_env.STAND_IN_MODE=<mode>``); it takes the rendered SGLang
+flags and uses ``--host``/``--port`` only. Readiness, server info, /metrics
+and /flush_cache answer like a healthy server (``hostile_responder.Handler``);
+every completion -- chat (the coding eval) or text (``/v1/completions``, the
+matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
+
+* ``ok``           a well-formed stream with usage (its "answers" fail the coding
+                   tests: wrong answers, not protocol errors);
+* ``http_500``     HTTP 500 with an OpenAI-style error body;
+* ``broken_sse``   a 200 event stream whose events are not JSON;
+* ``disconnect``   two good chunks, then the connection is cut mid-stream;
+* ``stall``        a 200 with headers, then nothing, ever (the client's timeout);
+* ``fail_every_N`` every Nth chat request gets the 500, the others ``ok``;
+* ``code``         the chosen "model code" of ``$HOSTILE_CODE_FILE`` (hostile_responder).
+
+Stdlib only (plus its sibling ``hostile_responder.py``), so it needs nothing of the project.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import ThreadingHTTPServer
+
+from hostile_responder import Handler, _arg
+
+MODE = os.environ.get("STAND_IN_MODE", "ok")
+_counter = itertools.count(1)
+_lock = threading.Lock()
+
+
+def _event(obj: object) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+def _chunk(text: str, chat: bool, finish: str | None = None) -> dict:
+    choice = {"index": 0, "delta": {"content": text} if text else {}} if chat else {"index": 0, "text": text}
+    return {"choices": [{**choice, "finish_reason": finish}]}
+
+
+def _good(chat: bool) -> list[bytes]:
+    """A well-formed stream in the endpoint's chunk format, with usage."""
+    first = ({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]} if chat
+             else _chunk("", chat=False))
+    return [_event(first), _event(_chunk("stand-in ", chat)), _event(_chunk("answer ", chat)),
+            _event(_chunk("", chat, finish="stop")),
+            _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}}),
+            b"data: [DONE]\n\n"]
+
+
+COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
+
+
+class StandIn(Handler):
+    def do_POST(self) -> None:
+        if self.path not in COMPLETIONS or MODE == "code":
+            super().do_POST()
+            return
+        good = _good(chat=self.path == COMPLETIONS[0])
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with _lock:
+            n = next(_counter)
+        mode = MODE
+        if mode.startswith("fail_every_"):
+            mode = "http_500" if n % int(mode.rsplit("_", 1)[1]) == 0 else "ok"
+        if mode == "http_500":
+            self._send(500, json.dumps({"error": {"message": f"stand-in: internal error on request {n}",
+                                                  "type": "InternalServerError", "code": 500}}).encode())
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if mode == "ok":
+            self.wfile.write(b"".join(good))
+        elif mode == "broken_sse":
+            self.wfile.write(good[0] + b'data: {"choices": [{"delta": {"content": "tru\n\n' + good[-1])
+        elif mode == "disconnect":
+            self.wfile.write(b"".join(good[:3]))
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)  # cut mid-stream: no finish, no [DONE]
+        elif mode == "stall":
+            self.wfile.flush()
+            while True:  # a server that took the request and never answers
+                time.sleep(3600)
+        else:
+            raise SystemExit(f"stand-in: unknown STAND_IN_MODE {MODE!r}")
+
+
+if __name__ == "__main__":
+    server = ThreadingHTTPServer((_arg("--host", "127.0.0.1"), int(_arg("--port", "30000"))), StandIn)
+    server.daemon_threads = True
+    print(f"stand-in server ready (mode {MODE}, pid {os.getpid()})", flush=True)
+    sys.stdout.flush()
+    server.serve_forever()

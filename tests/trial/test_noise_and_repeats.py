@@ -1,0 +1,109 @@
+"""Noise-aware results: the sim's seeded noise, repeated cells with intervals, and the one tie rule.
+
+The end-to-end test runs a real trial (``python -m sweep``) on the simulator with
+``workload.repeats=3`` and reads its result.json; the others check the pieces
+against numbers worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from _support import free_port, subprocess_env
+from sweep.compose.settings import Objective
+from sweep.record.result import Cell, TrialResult
+from sweep.score.noise import Candidate, objective_interval, tied_within_noise
+from sweep.sim.noise import Drift, cell_sd
+from sweep.stats import interval, standard_error, t975
+
+
+def test_t_interval_matches_the_tables() -> None:
+    assert t975(1) == 12.706 and t975(2) == 4.303 and t975(30) == 2.042
+    assert t975(60) == pytest.approx(2.000, abs=0.002) and t975(10_000) == pytest.approx(1.960, abs=0.001)
+    lo, hi = interval([10.0, 12.0, 14.0])  # mean 12, s 2, se 2/sqrt(3)
+    half = 4.303 * 2 / math.sqrt(3)
+    assert (lo, hi) == pytest.approx((12 - half, 12 + half))
+    assert standard_error([lo, hi], 3) == pytest.approx(2 / math.sqrt(3))
+    assert interval([5.0]) is None and standard_error(None, 3) is None
+
+
+def test_the_drift_is_seeded_and_about_sigma_per_short_cell() -> None:
+    a, b, c = Drift(0.02, "s:1"), Drift(0.02, "s:1"), Drift(0.02, "s:2")
+    seq_a = [a.factor(10.0) for _ in range(2000)]
+    assert seq_a == [b.factor(10.0) for _ in range(2000)]  # same seed, same run
+    assert seq_a != [c.factor(10.0) for _ in range(2000)]  # another config or seed: other noise
+    assert Drift(0.0, "x").factor(10.0) == 1.0
+    # the time average over a cell shrinks as the cell outlasts the 10 s correlation time
+    assert cell_sd(0.02, 0.1) == pytest.approx(0.02, rel=0.01)
+    assert cell_sd(0.02, 1000.0) == pytest.approx(0.02 * math.sqrt(2 * 10 / 1000), rel=0.02)
+    # stationary: over long runs the log-factor's spread is sigma
+    d = Drift(0.05, "long")
+    logs = [math.log(d.factor(1000.0)) for _ in range(4000)]  # 1 s steps: ~400 correlation times
+    assert statistics.pstdev(logs) == pytest.approx(0.05, rel=0.15)
+
+
+def _cell(ctx: int, conc: int, value: float, ci: list[float] | None, n: int) -> Cell:
+    return Cell(context=ctx, concurrency=conc, output_tok_s=value, output_tok_s_ci=ci, repeats=n)
+
+
+def test_the_objective_interval_combines_the_cells() -> None:
+    obj = Objective.from_mapping({"metric": "weighted_mean", "weights": {"ctx60_c1": 3.0}})
+    se1, se2 = 2.0, 4.0
+    t = 4.303
+    doc = TrialResult(status="ok", cells=[_cell(60, 1, 100.0, [100 - t * se1, 100 + t * se1], 3),
+                                          _cell(60, 8, 200.0, [200 - t * se2, 200 + t * se2], 3)])
+    value = (3 * 100 + 200) / 4
+    lo, hi = objective_interval(doc, obj, value)  # type: ignore[misc]
+    half = t * math.sqrt((3 * se1) ** 2 + se2 ** 2) / 4
+    assert (lo, hi) == pytest.approx((value - half, value + half))
+    once = TrialResult(status="ok", cells=[_cell(60, 1, 100.0, None, 1)])
+    assert objective_interval(once, obj, 100.0) is None
+    c1 = Objective.from_mapping({"metric": "tok_s_c1"})
+    assert objective_interval(doc, c1, 100.0) == pytest.approx((100 - t * se1, 100 + t * se1))
+
+
+def test_ties_are_overlapping_intervals() -> None:
+    found = tied_within_noise([Candidate(1, 100.0, (98.0, 102.0)), Candidate(2, 99.0, (97.5, 100.5)),
+                               Candidate(3, 95.0, (94.0, 96.0)), Candidate(4, 101.5, (97.0, 106.0))])
+    assert found is not None and found.best.key == 4
+    assert [c.key for c in found.tied] == [1, 2] and found.noise_known
+    assert "tied within noise with trial 1 (100.0), trial 2 (99.0)" in found.line(lambda k: f"trial {k}")
+    single = tied_within_noise([Candidate("a", 100.0), Candidate("b", 99.0)])
+    assert single is not None and not single.tied and not single.noise_known
+    assert "noise unknown" in single.line()
+    low = tied_within_noise([Candidate(1, 3.0, (2.0, 4.0)), Candidate(2, 5.0, (4.5, 5.5))], "minimize")
+    assert low is not None and low.best.key == 1 and low.tied == []
+
+
+@pytest.mark.slow
+def test_a_trial_with_repeats_reports_means_and_intervals(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", "workload=smoke", "workload.coding=off", "workload.repeats=3",
+         "server.sim.load_seconds=0.2", "mlflow.enabled=false", f"server.port={free_port()}",
+         f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, env=subprocess_env(), capture_output=True,
+        text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "result.json").read_text())
+    (cell,) = doc["cells"]
+    assert cell["repeats"] == 3 and cell["requests"] == 3 * 4  # counts are totals over the repeats
+    for name in ("output_tok_s", "per_stream_tok_s", "accept_len"):
+        lo, hi = cell[f"{name}_ci"]
+        assert lo < cell[name] < hi, (name, cell)  # the sim's noise: three repeats differ
+    assert 0 < (cell["output_tok_s_ci"][1] - cell["output_tok_s_ci"][0]) / cell["output_tok_s"] < 0.5
+
+
+def test_mlflow_gets_each_cells_interval_beside_its_mean() -> None:
+    from sweep.record._run_content import trial_metrics
+
+    doc = TrialResult(status="ok", cells=[_cell(60, 1, 100.0, [96.0, 104.0], 3), _cell(60, 8, 400.0, None, 1)])
+    got = {(k, step): v for k, v, step in trial_metrics(doc)}
+    assert got[("tok_s.ctx60", 1)] == 100.0
+    assert (got[("tok_s_ci_low.ctx60", 1)], got[("tok_s_ci_high.ctx60", 1)]) == (96.0, 104.0)
+    assert ("tok_s_ci_low.ctx60", 8) not in got  # measured once: no interval, none invented
