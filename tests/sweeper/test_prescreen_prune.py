@@ -19,7 +19,7 @@ from _support import free_port
 from .conftest import load
 from .test_e2e import sweep_cli
 
-STUDY = "b300-ddtree-quick-tok_s_c1"
+STUDY = "b300-ddtree-quick-tok_s_lowc"
 SEEDS = ("hydra.sweeper.enqueue=[{spec.budget:8,spec.topk:4,spec.window:2048},"
          "{spec.budget:4,spec.topk:1,spec.window:512}]")
 

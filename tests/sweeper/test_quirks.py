@@ -19,7 +19,7 @@ from _support import free_port
 from .conftest import load
 from .test_e2e import sweep_cli
 
-STUDY = "b300-ddtree-smoke-tok_s_c1"
+STUDY = "b300-ddtree-smoke-tok_s_lowc"
 B16 = "{spec.budget:16,spec.topk:4,spec.window:2048}"
 
 
@@ -65,7 +65,7 @@ def test_workaround_starts_it_eager_as_a_distinct_config(tmp_path: Path) -> None
     assert trial.state == TrialState.COMPLETE and trial.params["spec.budget"] == 16
     assert trial.user_attrs["workaround"] == ["server.disable_cuda_graph=true"]
     doc = json.loads((sweep_dir / "0" / "result.json").read_text())
-    assert doc["trial"]["name"].endswith("-nocg") and "server.disable_cuda_graph=true" in doc["trial"]["overrides"]
+    assert doc["trial"]["name"].endswith("-nocg-smoke") and "server.disable_cuda_graph=true" in doc["trial"]["overrides"]
     # the rerun line and best.yaml carry the workaround: the winner is reproducible as run
     assert "disable_cuda_graph: true" in (sweep_dir / "best.yaml").read_text()
     assert "with the workaround of quirk cuda_graph_capture: server.disable_cuda_graph=true" in output
