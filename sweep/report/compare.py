@@ -7,8 +7,11 @@ layout, model, workload matrix and load, simulated or real (the key the baseline
 matches on, :func:`sweep.score.speedup.baseline_key`) -- and by objective.
 Within a group rows are ranked by the group's objective, the best feasible
 one is marked, and a speedup is computed only against a baseline of the same
-group (the one rule in :mod:`sweep.score.speedup`). Every format (terminal
-table, CSV, JSON, Markdown, HTML) renders these groups.
+group (the one rule in :mod:`sweep.score.speedup`). The best is not named alone
+when noise cannot tell it from others: the runners-up whose 95% interval
+overlaps its own are marked tied (the one rule in :mod:`sweep.score.noise`;
+intervals come from ``workload.repeats``). Every format (terminal table, CSV,
+JSON, Markdown, HTML) renders these groups.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from sweep.compose.settings import Objective
 from sweep.record.result import Metrics, TrialResult
 from sweep.score import objective as score_objective
 from sweep.score import speedup as score_speedup
+from sweep.score.noise import Candidate, Ties, objective_interval, tied_within_noise
 from sweep.score.metrics import Headline, headline, honest
 
 STATUS_ORDER = {"ok": 0, "pruned": 1, "interrupted": 2, "running": 3, "failed": 4}
@@ -39,6 +43,7 @@ class Row:
     speedup_from_table: bool = False
     baseline_name: str | None = None
     rank: int | None = None  # 1 = best feasible of its group
+    tied_with_best: bool = False  # a runner-up the best cannot be told apart from (95% intervals)
 
     @property
     def name(self) -> str:
@@ -99,6 +104,7 @@ class Row:
 class Group:
     key: tuple[Any, ...]
     rows: list[Row] = field(default_factory=list)
+    ties: Ties[Row] | None = None  # the best and its runners-up within noise (None: nothing feasible)
 
     @property
     def first(self) -> TrialResult:
@@ -107,6 +113,11 @@ class Group:
     @property
     def best(self) -> Row | None:
         return next((r for r in self.rows if r.rank == 1), None)
+
+    @property
+    def noise_line(self) -> str | None:
+        """``tied within noise with a (412.0), b (409.3)`` / ``clear winner ...`` / noise unknown."""
+        return self.ties.line(lambda r: r.name) if self.ties is not None else None
 
     @property
     def objective_name(self) -> str:
@@ -203,6 +214,18 @@ def _speedups(group: Group) -> None:
             row.speedup = float(row.metrics.speedup_vs_baseline)
 
 
+def _ties(group: Group) -> None:
+    """Mark the feasible rows whose objective's 95% interval overlaps the best's."""
+    cands = [Candidate(r, float(r.objective_value),
+                       objective_interval(r.doc, r.objective, r.objective_value))
+             for r in group.rows if r.feasible and r.objective_value is not None]
+    group.ties = tied_within_noise(cands)
+    if group.ties is not None and group.ties.best.key is not group.best:
+        group.ties = None  # equal values ranked by name: the tie rule and the rank disagree on who leads
+    for c in group.ties.tied if group.ties is not None else []:
+        c.key.tied_with_best = True
+
+
 def masked(docs: Sequence[TrialResult]) -> list[TrialResult]:
     """The documents with every secret masked (by name, and by value wherever it recurs:
     a log tail, a message), whatever wrote them: every format renders these."""
@@ -223,6 +246,7 @@ def build_groups(docs: Sequence[TrialResult], sources: Sequence[str] | None = No
         for rank, row in enumerate((r for r in group.rows if r.feasible), 1):
             row.rank = rank
         _speedups(group)
+        _ties(group)
     return list(groups.values())
 
 

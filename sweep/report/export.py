@@ -34,6 +34,8 @@ def to_json(groups: Sequence[Group], title: str) -> str:
             "label": g.label, "hardware": g.hardware_label, "model": g.model_label,
             "workload": g.workload_label, "objective": g.objective_name, "simulated": g.simulated,
             "headline": g.headline_label, "best": best.name if best is not None else None,
+            "tied_within_noise": [c.key.name for c in g.ties.tied] if g.ties is not None else [],
+            "noise": g.noise_line,
             "rows": [{**record(g, r), "cells": [c.to_dict() for c in r.doc.cells]} for r in g.rows]})
     return json.dumps(doc, indent=2, default=str) + "\n"
 
@@ -81,7 +83,7 @@ def to_markdown(groups: Sequence[Group], title: str) -> str:
         lines += [f"## {g.label}", ""]
         if best is not None:
             lines += [f"Best feasible: **{best.name}** ({g.headline_label} "
-                      f"{headline_text(record(g, best))})", ""]
+                      f"{headline_text(record(g, best))}); {g.noise_line}", ""]
         headers = [h for h, _, _ in MD_COLUMNS[:3]] + [g.headline_label] + [h for h, _, _ in MD_COLUMNS[3:]]
         lines.append("| " + " | ".join(headers) + " |")
         lines.append("|" + "|".join("---:" if i not in (1, 2) else "---" for i in range(len(headers))) + "|")
@@ -91,8 +93,11 @@ def to_markdown(groups: Sequence[Group], title: str) -> str:
             cells.insert(3, headline_text(rec))
             if r is best:
                 cells[1] = f"**{cells[1]}**"
+            elif r.tied_with_best:
+                cells[0] = f"≈ {cells[0]}"
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines.append("Best feasible: status ok, meets the objective's constraints (coding pass rate, errors, "
-                 "TTFT SLO). Speedup: headline tok/s over the spec=none baseline of the same group.")
+                 "TTFT SLO). ≈: tied with the best within noise (95% intervals overlap). "
+                 "Speedup: headline tok/s over the spec=none baseline of the same group.")
     return "\n".join(lines) + "\n"

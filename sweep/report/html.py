@@ -81,7 +81,8 @@ def _table(g: Group) -> str:
             status += " (infeasible)"
         lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
                for k in ("ttft", "tpot")}
-        rows.append(f'<tr class="{cls}">{_td(("★ " if r is best else "") + str(r.rank or ""))}'
+        mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
+        rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
                     f"<td>{escape(r.name)}</td><td>{status}</td>{_td(_headline_html(g, r))}"
                     f"{_td(_f(rec['tok_s_peak'], 0))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
                     f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
@@ -241,7 +242,8 @@ def _group(g: Group, i: int) -> str:
     if best is not None:
         sp = f", {best.speedup:.2f}× the baseline" if best.speedup is not None and not best.is_baseline else ""
         verdict = (f'<div class="best">★ Best feasible: <b>{escape(best.name)}</b> — '
-                   f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}</div>")
+                   f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}"
+                   f"<br><small>{escape(g.noise_line or '')}</small></div>")
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '

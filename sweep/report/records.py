@@ -18,7 +18,7 @@ from sweep.report.compare import Group, Row
 LATENCIES = tuple(f"{m}_ms_p{q}" for m in ("ttft", "tpot", "itl") for q in (50, 90, 99))
 FIELDS = (
     "group", "hardware", "model", "workload", "objective", "simulated", "rank", "trial", "status",
-    "failure_reason", "feasible", "spec", "budget", "topk", "window", "headline_concurrency",
+    "failure_reason", "feasible", "tied_with_best", "spec", "budget", "topk", "window", "headline_concurrency",
     "headline_context", "tok_s_lowc", "tok_s_lowc_ci_low", "tok_s_lowc_ci_high", "tok_s_c1",
     "tok_s_peak", "objective_value", "speedup_vs_baseline", "speedup_baseline", "accept_len",
     "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s", "repeats", "sweep_id",
@@ -61,7 +61,8 @@ def record(group: Group, row: Row) -> dict[str, Any]:
         "group": group.label, "hardware": group.hardware_label, "model": group.model_label,
         "workload": row.workload, "objective": group.objective_name, "simulated": row.simulated,
         "rank": row.rank, "trial": row.name, "status": row.status, "failure_reason": row.reason,
-        "feasible": row.feasible, "spec": row.spec, "budget": row.budget, "topk": row.topk,
+        "feasible": row.feasible, "tied_with_best": row.tied_with_best, "spec": row.spec,
+        "budget": row.budget, "topk": row.topk,
         "window": row.window, "headline_concurrency": row.head.concurrency,
         "headline_context": row.head.context, "tok_s_lowc": _num(row.head.tok_s),
         "tok_s_lowc_ci_low": ci[0] if ci else None, "tok_s_lowc_ci_high": ci[1] if ci else None,

@@ -18,7 +18,8 @@ from sweep.report.compare import Group, Row, all_rows, build_groups
 from sweep.report.records import record, records, rounded
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
-           "rate, errors, TTFT SLO); # ranks feasible rows by the group's objective; tok/s: output tok/s, "
+           "rate, errors, TTFT SLO); ≈ tied with it within noise (95% intervals overlap); "
+           "# ranks feasible rows by the group's objective; tok/s: output tok/s, "
            "peak: the highest of any cell; speedup = headline tok/s over the spec=none baseline of the "
            "same group (* = that baseline is a row of this table); latencies in ms, p50 / p99 of the "
            "headline cell; startup in s")
@@ -54,7 +55,8 @@ def render_group(group: Group, title: str | None = None) -> Any:
             speedup = "baseline"
         style = ("bold green" if r is best else "red" if r.status == "failed" else
                  "yellow" if r.status != "ok" else "dim" if not r.feasible else None)
-        table.add_row(("★ " if r is best else "") + str(r.rank or ""), r.name, status, _headline(rec),
+        mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
+        table.add_row(mark + str(r.rank or ""), r.name, status, _headline(rec),
                       _fmt(rec["tok_s_peak"], 0), speedup, _fmt(rec["accept_len"], 2),
                       _fmt(rec["coding_pass_rate"], 2),
                       f"{_fmt(rec['ttft_ms_p50'], 0)} / {_fmt(rec['ttft_ms_p99'], 0)}",
@@ -70,6 +72,8 @@ def print_groups(console: Any, groups: Sequence[Group], title: str) -> None:
                   f"{len(groups)} group(s) of comparable trials", highlight=False)
     for g in groups:
         console.print(render_group(g))
+        if g.best is not None and g.noise_line:
+            console.print(f"best {g.best.name}: {g.noise_line}", highlight=False)
     console.print(CAPTION, style="dim", highlight=False)
 
 

@@ -1,8 +1,7 @@
 """Noise-aware winners: the objective's interval, and which configs tie with the best.
 
-One rule, used by the Optuna sweeper's final report / best.yaml, and the one
-for any other report to call (``python -m sweep.report`` does not mark ties
-yet): two configs are **tied within noise** when the 95%
+One rule, used by the Optuna sweeper's final report / best.yaml and by
+``python -m sweep.report`` (``sweep.report.compare``, every format): two configs are **tied within noise** when the 95%
 intervals of their objectives overlap. A config measured once has no interval
 (a point): it ties only with an equal value, and the caller says that the
 noise is unknown (``workload.repeats=N`` measures it). Overlapping 95%

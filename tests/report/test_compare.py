@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from report_docs import mixed_sweep
+from report_docs import mixed_sweep, trial
 
 from sweep.record.result import TrialResult
 from sweep.report import __main__ as report
@@ -154,6 +154,36 @@ def test_table_csv_json_md_html_exports(root: Path, tmp_path: Path, capsys: pyte
     html = (tmp_path / "r.html").read_text()
     assert html.count('<section id="group-') == 3 and "<svg" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")  # nothing to fetch
+
+
+def test_the_best_is_not_named_alone_when_noise_cannot_tell_it_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Repeated cells' intervals (made up, +-3.5%): b32/t8 511 [493, 529] leads, b16/t8 488 [471, 505]
+    overlaps it (tied), b8/t8 413 [398, 427] does not, b16/t4 390 was measured once (a point)."""
+    sweep = tmp_path / "multirun" / "2026-12-01" / "03-00-00"
+    for job, (budget, topk, repeats) in enumerate([(8, 8, 3), (16, 8, 3), (32, 8, 3), (16, 4, 1)]):
+        trial(sweep, job, "b300", budget, topk, repeats=repeats)
+    assert report.main(["--dir", str(tmp_path), "--format", "json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert group["best"] == "b300-ddtree-b32-t8-w2048-seed"
+    assert group["tied_within_noise"] == ["b300-ddtree-b16-t8-w2048-seed"]
+    assert group["noise"].startswith("tied within noise with b300-ddtree-b16-t8-w2048-seed (488.1")
+    tied = {r["trial"]: r["tied_with_best"] for r in group["rows"]}
+    assert tied == {"b300-ddtree-b32-t8-w2048-seed": False, "b300-ddtree-b16-t8-w2048-seed": True,
+                    "b300-ddtree-b8-t8-w2048-seed": False, "b300-ddtree-b16-t4-w2048-seed": False}
+    assert report.main(["--dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "≈ 2" in table and "best b300-ddtree-b32-t8-w2048-seed: tied within noise with" in table
+    assert report.main(["--dir", str(tmp_path), "--format", "md"]) == 0
+    assert "| ≈ 2 |" in capsys.readouterr().out
+    # once the leader's runner-up is gone, it is a clear winner; measured once, the noise is unknown
+    (sweep / "1" / "result.json").unlink()
+    assert report.main(["--dir", str(tmp_path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"][0]["noise"].startswith("clear winner")
+    for job in (0, 2):
+        (sweep / str(job) / "result.json").unlink()
+    assert report.main(["--dir", str(tmp_path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["groups"][0]["noise"].startswith("measured once: noise unknown")
 
 
 @pytest.mark.parametrize("given", ["01-43-41", "2026-12-01/01-43-41", "2026-12-01 01-43-41",
