@@ -196,7 +196,7 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                            request_extras: Mapping[str, Any] | None = None) -> CodingResult:
     """Async body of :func:`run_coding_eval`: one request at a time, like one user."""
     from sweep.bench import sandbox
-    from sweep.bench.matrix import _progress_bar
+    from sweep.bench.progress import progress_bar
 
     probs = problems_for(workload)
     results: list[ProblemResult] = []
@@ -204,7 +204,7 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
     limits: dict[str, Any] = {"timeout_s": workload.sandbox_timeout_s,
                               "memory_mb": workload.sandbox_memory_mb,
                               "mechanism": workload.sandbox_mechanism}
-    with _progress_bar(progress) as bar:
+    with progress_bar(progress) as bar:
         task = bar.add_task(f"coding eval ({workload.coding})", total=len(probs), tok_s="")
         async with make_client(base_url.rstrip("/"), concurrency=1, api_key=api_key,
                                timeout_s=workload.request_timeout_s) as client:
@@ -241,8 +241,8 @@ def run_coding_eval(base_url: str, workload: "Workload", model_name: str, *,
                     api_key: str | None = None, progress: bool = True,
                     request_extras: Mapping[str, Any] | None = None) -> CodingResult:
     """Run the coding eval of ``workload`` against ``base_url`` (never raises for bad answers)."""
-    from sweep.bench.matrix import _run_sync
+    from sweep.bench.aio import run_sync
 
-    return _run_sync(lambda: arun_coding_eval(base_url, workload, model_name,
+    return run_sync(lambda: arun_coding_eval(base_url, workload, model_name,
                                               api_key=api_key, progress=progress,
                                               request_extras=request_extras))

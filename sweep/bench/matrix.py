@@ -46,15 +46,16 @@ import asyncio
 import gc
 import os
 import random
-import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from sweep.bench.acceptance import accept_len_of, spec_sums
 from sweep.bench.client import (RequestResult, build_payload, encode_json, make_admin_client, make_clients,
                                 path_for, stream_request)
+from sweep.bench.aio import run_sync
+from sweep.bench.progress import progress_bar
 from sweep.bench.sizing import PromptMaker
 
 if TYPE_CHECKING:
@@ -370,7 +371,7 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
     cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
     out: list[CellResult] = []
-    with _progress_bar(progress) as bar:
+    with progress_bar(progress) as bar:
         tasks = [bar.add_task(f"cell {i}/{len(cells)}  ctx {ctx:>6} x conc {conc:<4}",
                               total=workload.requests_for(conc) * repeats, tok_s="")
                  for i, (ctx, conc) in enumerate(cells, 1)]
@@ -442,96 +443,4 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
                                      on_cell=on_cell)
-    return _run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
-
-
-def _run_sync(make_coro: Callable[[], Any]) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make_coro())
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(make_coro())
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    th = threading.Thread(target=target, name="specsweep-bench")
-    th.start()
-    th.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-class _NoBar:
-    """Stands in for rich's Progress when progress=False (tests, CI logs)."""
-
-    def add_task(self, *_a: Any, **_k: Any) -> int:
-        return 0
-
-    def advance(self, *_a: Any, **_k: Any) -> None:
-        pass
-
-    def update(self, *_a: Any, **_k: Any) -> None:
-        pass
-
-
-class _Lines:
-    """Progress when stderr is not a terminal (piped, logged, CI): one line per finished task.
-
-    Rich draws nothing live there and prints every bar at the end, so a log
-    stayed silent for the whole matrix; a line per cell, flushed as the cell
-    ends, streams instead. Tasks run one after another, so a task's time is
-    the time since the previous one ended.
-    """
-
-    def __init__(self) -> None:
-        self._tasks: list[dict[str, Any]] = []
-        self._since = time.monotonic()
-
-    def __enter__(self) -> _Lines:
-        self._since = time.monotonic()
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        return None
-
-    def add_task(self, description: str, total: int, **fields: Any) -> int:
-        self._tasks.append({"description": description, "total": total, "done": 0,
-                            "printed": False, **fields})
-        return len(self._tasks) - 1
-
-    def advance(self, task: int, n: int = 1) -> None:
-        self._tasks[task]["done"] += n
-
-    def update(self, task: int, **fields: Any) -> None:
-        t = self._tasks[task]
-        t.update(fields)
-        if t["done"] >= t["total"] and not t["printed"]:
-            import sys
-
-            t["printed"] = True
-            now = time.monotonic()
-            print(f"{t['description'].rstrip()}: {t['done']}/{t['total']}  {t.get('tok_s', '')}"
-                  f"  ({now - self._since:.1f} s)", file=sys.stderr, flush=True)
-            self._since = now
-
-
-def _progress_bar(enabled: bool) -> Any:
-    """Rich progress on stderr (one task per cell, advanced per finished request);
-    a line per finished cell instead when stderr is not a terminal."""
-    if not enabled:
-        return nullcontext(_NoBar())
-    from rich.console import Console
-
-    if not Console(stderr=True).is_terminal:
-        return _Lines()
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[tok_s]}"),
-                    console=Console(stderr=True), transient=False)
+    return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))
