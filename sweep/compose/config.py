@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from sweep.compose import bench_checks as _bench_checks
 from sweep.compose import bounds
 from sweep.compose.acceptance_checks import checked_declaration
-from sweep.compose.bounds import CODING_EVALS, SANDBOX_MECHANISMS
+from sweep.compose.keys import CODING_EVALS, SANDBOX_MECHANISMS
 from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
 from sweep.compose.checks import no_control_chars as _no_control_chars
 from sweep.compose.constraints import check_spec_constraints, quirk_rules

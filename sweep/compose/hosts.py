@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from sweep.compose.bounds import LAUNCH_MODES, check
+from sweep.compose.bounds import check
+from sweep.compose.keys import LAUNCH_MODES
 from sweep.compose.checks import no_control_chars
 from sweep.errors import ConfigError
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
-from sweep.compose.bounds import OBJECTIVE_METRICS, check
+from sweep.compose.bounds import check
+from sweep.compose.keys import OBJECTIVE_METRICS
 from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
 from sweep.compose.hosts import check_hosts
 from sweep.errors import ConfigError

@@ -1,4 +1,4 @@
-"""The one table of key types and bounds (sweep/compose/bounds.py) covers every key a group ships."""
+"""The one table of key types and bounds (sweep/compose/keys.py) covers every key a group ships."""
 
 from __future__ import annotations
 

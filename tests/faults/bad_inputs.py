@@ -1,7 +1,7 @@
 """Bad command lines, one or more for every key (not a test module).
 
 Shared by ``tests/faults/test_bad_input.py`` and ``benchmarks/fault_matrix.py``.
-The cases are generated from the key table itself (``sweep.compose.bounds.RULES``:
+The cases are generated from the key table itself (``sweep.compose.keys.RULES``:
 a wrong type, a value past each bound, a bad boolean or enum, a path or a
 name that would escape, a shell-ish injection -- per the key's kind), each
 in a context where the key exists (``launcher=ssh`` for the SSH keys,

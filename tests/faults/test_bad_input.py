@@ -2,7 +2,7 @@
 
 Three ways in:
 
-* every key of the key table (``sweep.compose.bounds.RULES``) with a value its
+* every key of the key table (``sweep.compose.keys.RULES``) with a value its
   rule refuses, plus the issue's own examples (``bad_inputs``), through the
   command-line check ``python -m sweep`` runs before Hydra
   (``sweep.compose.cmdline.check``), in this process;

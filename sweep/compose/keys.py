@@ -1,0 +1,242 @@
+"""The key table: every config key's kind, range and meaning, declared once (:data:`RULES`).
+
+Each key has exactly one rule, next to what its number means, as SGLang's
+``arg_groups`` declare each option once with its help: :mod:`sweep.compose.bounds`
+checks values against it, ``docs/config-keys.md`` is generated from it, and the
+bad-input tests are generated from it. Upper bounds are far beyond any real
+box and small enough to catch a typo (a zero too many). A key ending in ``.*``
+gives the rule of every child of that mapping; a ``mapping`` rule leaves its
+subtree free-form (the server's flag mapping, a spec's render blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# ---------------------------------------------------------------------------- maxima
+MAX_GPUS = 1024            # GPUs in one box
+MAX_CONTEXT = 10_485_760   # tokens: the longest context any served model has (10M)
+MAX_SPEC = 1024            # draft tokens / tree nodes / steps per verify: real values are <= 64
+MAX_CONCURRENCY = 100_000  # in-flight requests of one cell (the harness caps at its file limit)
+MAX_REQUESTS = 1_000_000   # requests of one cell: hours of load at any real rate
+MAX_SECONDS = 86_400       # one day
+MAX_PORT = 65_535
+MAX_SEED = 2**32 - 1
+
+SIM_FAULTS = ("cuda_graph", "oom", "hang", "missing_module", "python_headers")  # sweep/sim/flags.yaml
+CODING_EVALS = ("five", "humaneval", "off")
+SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # docs/sandbox.md
+OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")  # tok_s_c1: old name
+LAUNCHERS = ("local", "ssh")
+LAUNCH_MODES = ("systemd", "process")
+HOST_KEY_POLICIES = ("reject", "accept-new")
+ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
+PROMPT_SOURCES = ("text", "random_ids", "dataset")  # workload.prompt_source
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One key: its kind, its range (numbers, list items), its choices (enums)."""
+
+    kind: str
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[Any, ...] = ()
+    required: bool = False
+    what: str = ""  # what a number counts, shown in messages and docs/config-keys.md
+
+
+def _int(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
+    return Rule("int", lo, hi, required=required, what=what)
+
+
+def _num(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
+    return Rule("float", lo, hi, required=required, what=what)
+
+
+def _enum(*choices: Any, required: bool = False) -> Rule:
+    return Rule("enum", choices=choices, required=required)
+
+
+BOOL = Rule("bool")
+NAME = Rule("name")
+REQUIRED_NAME = Rule("name", required=True)
+PATH = Rule("path")
+MAPPING = Rule("mapping")
+TEXT = Rule("str")
+
+RULES: dict[str, Rule] = {
+    # -- top level
+    "dry_run": BOOL,
+    "baseline.auto_run": BOOL,
+    "results.search_dirs": Rule("paths"),
+    "resume.rerun_failed": BOOL,
+    "resume.deterministic_failures": Rule("strs"),
+    "secret_names": Rule("strs"),
+    # -- hardware
+    "hardware.name": REQUIRED_NAME,
+    "hardware.gpu": TEXT,
+    "hardware.arch": Rule("name", required=True),
+    "hardware.interconnect": TEXT,
+    "hardware.num_gpus": _int(0, MAX_GPUS, "GPUs; 0: a CPU box", required=True),
+    "hardware.memory_gb": _num(0, 100_000, "GB per GPU", required=True),
+    "hardware.tp": _int(1, MAX_GPUS, "GPUs", required=True),
+    "hardware.ep": _int(1, MAX_GPUS, "GPUs", required=True),
+    "hardware.dp": _int(1, MAX_GPUS, "GPUs", required=True),
+    "hardware.cost_per_hour": _num(0, 1_000_000, "USD per hour"),
+    "hardware.perf": MAPPING,
+    "hardware.perf.mem_bw_tbs": _num(0, 1_000, "TB/s per GPU"),
+    "hardware.perf.fp8_tflops": _num(0, 1_000_000, "TFLOP/s per GPU"),
+    "hardware.perf.link_bw_gbs": _num(0, 100_000, "GB/s per direction"),
+    "hardware.perf.link_latency_us": _num(0, 1_000_000, "microseconds"),
+    "hardware.perf.nvlink": BOOL,
+    "hardware.perf.calibration": PATH,
+    "hardware.quirks": MAPPING,
+    "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),
+    "hardware.quirks.rules": Rule("list"),  # its entries: sweep/compose/constraints.py
+    # -- spec
+    "spec.algorithm": REQUIRED_NAME,
+    "spec.budget": _int(1, MAX_SPEC, "draft tokens per step"),
+    "spec.topk": _int(1, MAX_SPEC, "branches per node"),
+    "spec.window": _int(1, MAX_CONTEXT, "tokens"),
+    "spec.block": _int(1, MAX_SPEC, "tokens per draft block"),
+    "spec.num_steps": _int(1, MAX_SPEC, "draft steps"),
+    "spec.draft_family": NAME,
+    "spec.draft_n_min": _int(0, MAX_SPEC, "draft tokens"),
+    "spec.draft_p_min": _num(0, 1, "probability"),
+    "spec.ngram_type": NAME,
+    "spec.ngram_n_min": _int(1, MAX_SPEC, "tokens"),
+    "spec.ngram_n_match": _int(1, MAX_SPEC, "tokens"),
+    "spec.synth_len": _num(1, MAX_SPEC + 1, "tokens per step"),
+    "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
+    "spec.render": MAPPING,
+    "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
+    # -- model
+    "model.name": REQUIRED_NAME,
+    "model.path": PATH,
+    "model.served_name": Rule("str", required=True),
+    "model.context_length": _int(1, MAX_CONTEXT, "tokens", required=True),
+    "model.trust_remote_code": BOOL,
+    "model.draft_paths": MAPPING,
+    "model.draft_paths.*": PATH,
+    "model.arch": MAPPING,
+    "model.arch.*": Rule("figure"),
+    "model.install": MAPPING,
+    # -- server
+    "server.name": REQUIRED_NAME,
+    "server.flavor": REQUIRED_NAME,
+    "server.simulated": BOOL,
+    "server.executable": Rule("strs", required=True),
+    "server.host": Rule("host", required=True),
+    "server.port": _int(1, MAX_PORT, "TCP port", required=True),
+    "server.disable_cuda_graph": BOOL,
+    "server.skip_server_warmup": BOOL,
+    "server.enable_metrics": BOOL,
+    "server.kv_unified": BOOL,
+    "server.health_path": Rule("url_path"),
+    "server.info_paths": Rule("url_paths"),
+    "server.api_key": TEXT,
+    "server.extra_args": Rule("strs"),
+    "server.extra_env": MAPPING,
+    "server.secret_flags": Rule("strs"),
+    "server.args": MAPPING,
+    "server.env": MAPPING,
+    "server.sim_args": MAPPING,
+    "server.request_extras": MAPPING,
+    "server.endpoint": _enum(*ENDPOINTS),
+    "server.tokenize": MAPPING,  # its fields: sweep/compose/bench_checks.py
+    "server.continuous_usage": BOOL,
+    "server.acceptance": MAPPING,
+    "server.install": MAPPING,
+    "server.group_defaults": MAPPING,
+    "server.decode_log_interval": _int(1, MAX_REQUESTS, "decode steps"),
+    "server.mem_fraction_static": _num(0, 1, "fraction of GPU memory"),
+    "server.max_running_requests": _int(1, MAX_CONCURRENCY, "requests"),
+    "server.threads": _int(1, 4096, "CPU threads"),
+    "server.parallel": _int(1, 4096, "slots"),
+    "server.seed": _int(0, MAX_SEED, "seed"),
+    "server.sim": MAPPING,
+    "server.sim.load_seconds": _num(0, 3600, "seconds"),
+    "server.sim.seed": _int(0, MAX_SEED, "seed"),
+    "server.sim.time_scale": _num(0, 1000, "x real time"),
+    "server.sim.tokenizer": PATH,
+    "server.sim.noise": _num(0, 1, "fraction of step time"),
+    "server.sim.faults": MAPPING,
+    "server.sim.faults.startup": _enum(None, *SIM_FAULTS),
+    "server.sim.faults.crash_after_requests": _int(1, MAX_REQUESTS, "requests"),
+    "server.sim.faults.wrong_answer_rate": _num(0, 1, "fraction"),
+    "server.sim.faults.slow_start_seconds": _num(0, 3600, "seconds"),
+    # -- launcher (both)
+    "launcher.name": _enum(*LAUNCHERS, required=True),
+    "launcher.ready_timeout_s": _num(0, MAX_SECONDS, "seconds", required=True),
+    "launcher.poll_interval_s": _num(0.01, 3600, "seconds", required=True),
+    "launcher.poll_max_s": _num(0.01, 3600, "seconds", required=True),
+    "launcher.stop_grace_s": _num(0, 3600, "seconds", required=True),
+    "launcher.keep_server": Rule("bool", required=True),
+    "launcher.log_tail_lines": _int(1, 100_000, "lines", required=True),
+    "launcher.reap_grace_s": _num(0, 60, "seconds"),
+    "launcher.hosts": Rule("list"),
+    # -- launcher=local
+    "launcher.state_dir": PATH,
+    # -- launcher=ssh
+    "launcher.host": Rule("ssh_host"),
+    "launcher.port": _int(1, MAX_PORT, "TCP port"),
+    "launcher.user": Rule("user"),
+    "launcher.key_filename": Rule("paths"),
+    "launcher.gateway": Rule("gateway"),
+    "launcher.connect_timeout": _num(0.1, 3600, "seconds"),
+    "launcher.known_hosts": PATH,
+    "launcher.host_key_policy": _enum(*HOST_KEY_POLICIES),
+    "launcher.allow_agent": BOOL,
+    "launcher.mode": _enum(*LAUNCH_MODES),
+    "launcher.unit": Rule("unit"),
+    "launcher.unit_dir": Rule("abspath"),
+    "launcher.dropin": BOOL,
+    "launcher.sudo": BOOL,
+    "launcher.workdir": Rule("remote_dir"),
+    "launcher.port_forward": BOOL,
+    "launcher.preflight": BOOL,
+    "launcher.min_free_gb": _num(0, 1_000_000, "GB"),
+    "launcher.remote_lease_s": _num(0, 3600, "seconds"),
+    # -- workload
+    "workload.name": NAME,
+    "workload.contexts": Rule("ints", 1, MAX_CONTEXT, required=True, what="prompt tokens"),
+    "workload.concurrency": Rule("ints", 1, MAX_CONCURRENCY, required=True, what="in-flight requests"),
+    "workload.max_tokens": _int(1, MAX_CONTEXT, "new tokens per request", required=True),
+    "workload.requests_per_cell": _int(1, MAX_REQUESTS, "requests"),
+    "workload.min_requests": _int(1, MAX_REQUESTS, "requests"),
+    "workload.warmup_requests": _int(0, MAX_REQUESTS, "requests"),
+    "workload.request_rate": _num(0, 1_000_000, "requests/s; null: closed loop"),
+    "workload.temperature": _num(0, 2, "sampling temperature"),
+    "workload.ignore_eos": BOOL,
+    "workload.flush_cache": BOOL,
+    "workload.request_timeout_s": _num(1, MAX_SECONDS, "seconds"),
+    "workload.max_error_rate": _num(0, 1, "failed / sent requests"),
+    "workload.prompt_source": _enum(*PROMPT_SOURCES),
+    "workload.dataset_path": PATH,
+    "workload.seed": _int(0, MAX_SEED, "seed"),
+    "workload.repeats": _int(1, 100, "measurements per cell"),
+    "workload.coding": _enum(*CODING_EVALS, False, None),
+    "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
+    "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),
+    "workload.sandbox": MAPPING,
+    "workload.sandbox.timeout_s": _num(0.1, 3600, "seconds"),
+    "workload.sandbox.memory_mb": _int(16, 1_048_576, "MB"),
+    "workload.sandbox.mechanism": _enum(*SANDBOX_MECHANISMS),
+    # -- mlflow
+    "mlflow.enabled": Rule("bool", required=True),
+    "mlflow.tracking_uri": Rule("uri"),
+    "mlflow.experiment": Rule("str", required=True),
+    "mlflow.timeout_s": _num(0.5, 600, "seconds"),
+    # -- objective
+    "objective.metric": _enum(*OBJECTIVE_METRICS, required=True),
+    "objective.context": _int(1, MAX_CONTEXT, "prompt tokens"),
+    "objective.concurrency": _int(1, MAX_CONCURRENCY, "in-flight requests"),
+    "objective.weights": MAPPING,
+    "objective.weights.*": _num(0, 1_000_000, "weight"),
+    "objective.constraints": MAPPING,
+    "objective.constraints.coding_pass_rate_min": _num(0, 1, "fraction"),
+    "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
+    "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
+}
