@@ -52,8 +52,9 @@ def test_a_hanging_server_is_asked_once_per_sweep_and_sync_uploads_later(tmp_pat
         run = sweep(tmp_path, "mlflow.enabled=true", f"mlflow.tracking_uri={hang.url}", "mlflow.timeout_s=1",
                     "workload.max_tokens=16,24", multirun=True)
         _tracking_was_asked_once(run, hang, trials=2)
-        # sync against the hanging server: one timeout, then the other files are not tried
-        stuck = subprocess.run([sys.executable, "-m", "sweep.sync", str(run.out_dir)], cwd=tmp_path,
+        # sync against the hanging server the sweep recorded (sync's default is the current URI):
+        # one timeout, then the other files are not tried
+        stuck = subprocess.run([sys.executable, "-m", "sweep.sync", str(run.out_dir), "--recorded-uri"], cwd=tmp_path,
                                env=subprocess_env(), capture_output=True, text=True, timeout=300)
     assert stuck.returncode == 1 and stuck.stderr.count("not tried: ") == 1, stuck.stderr[-3000:]
     assert hang.connections == 2

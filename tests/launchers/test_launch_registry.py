@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Iterator
 
@@ -53,5 +54,9 @@ def test_keep_server_is_left_running_unless_forced(tmp_path: Path) -> None:
 
 
 def test_unknown_launcher_name() -> None:
-    with pytest.raises(ValueError, match="unknown launcher"):
-        launchers.get_launcher(settings(name="carrier-pigeon"))
+    """Refused where the settings are read (the key table: one line, the key, the allowed names);
+    settings built around that check still cannot reach a launcher that does not exist."""
+    with pytest.raises(ValueError, match=r"^launcher\.name: must be one of local, ssh, got 'carrier-pigeon'$"):
+        settings(name="carrier-pigeon")
+    with pytest.raises(ValueError, match=r"launcher\.name: unknown launcher 'carrier-pigeon' \(allowed: local, ssh\)"):
+        launchers.get_launcher(dataclasses.replace(settings(), name="carrier-pigeon"))
