@@ -279,8 +279,12 @@ def crosscheck(cells: Sequence[tuple[int, int]], *, reps: int = 3, max_tokens: i
     work = work or Path(tempfile.mkdtemp(prefix="specsweep-crosscheck-"))
     tok_dir, vocab = make_tokenizer(work / "tokenizer")
     # The harness draws bench_serving's random-ids prompts (same recipe, seed and vocabulary),
-    # so both clients send identical requests and the sim paces them identically.
-    ov = ["server=sim", "server.host=127.0.0.1", f"server.sim.tokenizer={tok_dir / 'tokenizer.json'}",
+    # so both clients send identical requests and the sim paces them identically. The sim's
+    # run-to-run drift (server.sim.noise, 2% by default: it stands for a real box's) is off: it
+    # compares two clients on one server, and a drift phase that one client's repetition meets
+    # and the other's does not would be charged to the clients.
+    ov = ["server=sim", "server.host=127.0.0.1", "server.sim.noise=0",
+          f"server.sim.tokenizer={tok_dir / 'tokenizer.json'}",
           "workload.prompt_source=random_ids", "workload.coding=off", f"model.arch.vocab_size={vocab}",
           *overrides]
     tc = from_omegaconf(compose(ov))
