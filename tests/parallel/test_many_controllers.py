@@ -52,7 +52,12 @@ def test_two_controllers_feed_one_study_without_duplicates(
     trials = optuna.load_study(study_name=STUDY, storage=study_db).get_trials(deepcopy=False)
     assert all(t.state.is_finished() for t in trials), [(t.number, t.state) for t in trials]
     assert len({t.number for t in trials}) == len(trials)
-    counted = [t for t in trials if t.user_attrs.get("failure_reason") not in ("stale", "interrupted")]
+    # Counted as the loop counts: not an interrupted/stale trial, nor a proposal outside the
+    # valid space (told FAIL "invalid" without a job: the sampler's miss, not a trial).
+    rejected = [t for t in trials if t.user_attrs.get("failure_reason") == "invalid"]
+    assert all(t.state == TrialState.FAIL and "job_dir" not in t.user_attrs
+               and "result_path" not in t.user_attrs for t in rejected)
+    counted = [t for t in trials if t.user_attrs.get("failure_reason") not in ("stale", "interrupted", "invalid")]
     assert len(counted) == N_TRIALS, [(t.number, t.state.name, t.user_attrs) for t in trials]
 
     ran = [t for t in counted if "duplicate_of" not in t.user_attrs]
