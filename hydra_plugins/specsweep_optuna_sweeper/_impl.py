@@ -38,7 +38,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from . import _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
-from ._loop import Interrupted, SearchLoop
+from ._dispatch import Interrupted
+from ._loop import SearchLoop
 from .config import DETERMINISTIC_FAILURES
 
 log = logging.getLogger(__name__)
