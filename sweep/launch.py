@@ -187,6 +187,7 @@ class SlurmSettings:
     poll_s: float  # how often the controller asks squeue
     max_requeue: int  # a config whose job was lost (cancelled, node down) runs again this often
     job_name: str
+    free_port: bool = True  # the job's server listens on a port free on its node
 
     @property
     def time_s(self) -> int | None:

@@ -14,7 +14,11 @@ Three roles, one code path:
   creates the study, queues the seeds, starts one worker process per host
   and reports at the end; it runs no job itself;
 * pool worker (``hydra.sweeper.pool.worker=<host label>``, set by the
-  controller): a plain loop on the shared study that never reports.
+  controller): a plain loop on the shared study that never reports;
+* cluster controller (the launcher's backend runs trials as jobs, launcher=slurm,
+  see ``_jobs``): the plain loop with ``hydra.sweeper.n_jobs`` trials out at
+  once, each one job; the job itself (``hydra.sweeper.pool.job=...``, set by the
+  controller) runs that one trial's Hydra job and touches no storage.
 
 Every role serializes trial creation through the study lock, so plain
 controllers on several machines can share one study too.
@@ -110,9 +114,9 @@ class Settings:
             raise ValueError("hydra.sweeper.metrics: a multi-objective study needs one metric "
                              "per direction (keys of the job's return['values'])")
         n_jobs = int(g.get("n_jobs") or 1)
-        if n_jobs != 1:
-            raise ValueError("hydra.sweeper.n_jobs: only 1 is supported (one server per box; "
-                             "trials restart it)")
+        if n_jobs < 1:
+            raise ValueError(f"hydra.sweeper.n_jobs: {n_jobs}; allowed: 1, or more with a "
+                             "launcher whose trials run as jobs (launcher=slurm)")
         return cls(
             sampler=dict(g.get("sampler") or {"name": "tpe"}), directions=directions,
             metrics=[str(m) for m in metrics] if metrics else None,
@@ -301,6 +305,8 @@ class OptunaSweeperImpl:
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
         s = self.settings
+        if s.pool.get("job"):  # one trial's job of a cluster controller (launcher=slurm)
+            return self._one_job(s.pool["job"])
         space = _space.parse(s.params, arguments)
         if not space.distributions:
             raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
@@ -315,6 +321,7 @@ class OptunaSweeperImpl:
             return self._work(space, sweep_dir, name, str(worker))
         from . import _pool
 
+        runner = self._jobs_runner(sweep_dir, name)  # before the study: bad input submits nothing
         hosts = _pool.hosts_of(self.config, s.pool)
         if hosts and s.storage is None:
             s.storage = _pool.default_storage(sweep_dir)
@@ -346,7 +353,7 @@ class OptunaSweeperImpl:
                                       study_name=name, loop=loop, lock=lock)
                 pool_run.run()
             else:
-                loop.run()
+                loop.run(runner)
         except Interrupted as exc:
             interrupted = exc
         best = _report.report(
@@ -367,6 +374,101 @@ class OptunaSweeperImpl:
             raise SystemExit(1)
         print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
         return best
+
+    # -- trials as jobs elsewhere (launcher=slurm) --------------------------------------------
+    def _one_job(self, job: Any) -> None:
+        """Inside a cluster job: run the one Hydra job the controller asked for (its trial
+        number and override lines), exactly as the controller's own process would."""
+        import json
+
+        job = json.loads(str(job))
+        number, overrides = int(job["trial"]), [str(o) for o in job["overrides"]]
+        if job.get("port_key"):  # a port free on this node: jobs may share it (launcher.free_port)
+            import socket
+
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                overrides.append(f"{job['port_key']}={sock.getsockname()[1]}")
+        try:
+            outcome = self._execute(number, overrides)
+        except KeyboardInterrupt:
+            print(f"trial {number}: interrupted (its result.json says so)")
+            raise SystemExit(130) from None
+        print(f"trial {number}: {outcome.state.name} {outcome.failure_reason or ''}".rstrip())
+
+    def _jobs_runner(self, sweep_dir: Path, name: str) -> Any:
+        """The runner of a launcher whose trials run as jobs (None: this process runs them).
+
+        Everything a job needs is checked here, before the study starts: the launcher's
+        settings (the key table), no secret on the command line the job script would
+        hold, and the scheduler's own verdict on the options (``sbatch --test-only``).
+        """
+        import json
+        import sys
+
+        from sweep.errors import EXIT_CONFIG, ConfigError
+        from sweep.launch import BACKENDS, load
+
+        from ._pool_proc import base_command, worker_argv
+
+        s = self.settings
+        assert self.config is not None
+        entry = BACKENDS.get(str(OmegaConf.select(self.config, "launcher.name") or ""))
+        if entry is None or entry.trials is None:
+            if s.n_jobs > 1:
+                raise ValueError(f"hydra.sweeper.n_jobs={s.n_jobs}: this launcher runs one "
+                                 "trial at a time in this process; for parallel trials use "
+                                 "launcher=slurm or a host pool, launcher.hosts=[...] "
+                                 "(docs/parallel.md)")
+            return None
+        from sweep import secrets
+        from sweep.compose.settings import launcher_settings
+
+        from ._dispatch import Running
+        from ._jobs import JobsRunner
+
+        try:
+            settings = launcher_settings(OmegaConf.to_container(self.config.launcher, resolve=True))  # type: ignore[arg-type]
+        except ConfigError as err:
+            print(secrets.mask_text(err.one_line()), file=sys.stderr)
+            raise SystemExit(EXIT_CONFIG) from None
+        jobs = load(entry.trials)(settings)
+        base = base_command(jobs.settings.command)
+        pool = s.pool
+        port_key = (pool.get("key_map") or {}).get("server_port") if jobs.settings.free_port else None
+
+        def argv(run: Running | None, number: int = 0, lines: list[str] | None = None) -> list[str]:
+            if run is not None:
+                number, lines = run.number, run.overrides
+            from sweep.compose.hosts import hydra_value
+
+            extra = [f"hydra.sweep.dir={hydra_value(str(sweep_dir))}",
+                     f"hydra.sweeper.study_name={hydra_value(name)}",
+                     "hydra.sweeper.pool.job=" + hydra_value(json.dumps(
+                         {"trial": number, "overrides": lines or [], "port_key": port_key})),
+                     *[str(o) for o in pool.get("worker_overrides") or []]]
+            return worker_argv(base, sys.argv[1:], extra)
+
+        probe = argv(None, 0, self._extra(0, name))
+        found = secrets.collect_secrets(list(probe), environ={})
+        if found:
+            refused = ConfigError("launcher", "a secret is on the command line; launcher=slurm writes "
+                              "the command line into each job's script (and SLURM keeps it): "
+                              "pass secrets through the environment instead (SPECSWEEP_API_KEY, "
+                              "exported to the jobs)")
+            print(refused.one_line(), file=sys.stderr)
+            raise SystemExit(EXIT_CONFIG)
+        from launchers.slurm import SubmitError
+
+        try:
+            jobs.check(probe, sweep_dir / ".slurm-check", Path.cwd())
+        except SubmitError as exc:
+            refused = ConfigError("launcher.sbatch", f"SLURM refuses these job options: {exc}")
+            print(secrets.mask_text(refused.one_line()), file=sys.stderr)
+            raise SystemExit(EXIT_CONFIG) from None
+        return JobsRunner(jobs, slots=s.n_jobs, sweep_dir=sweep_dir, argv=argv,
+                          job_name=jobs.settings.job_name, metrics=s.metrics,
+                          n_objectives=len(s.directions))
 
     def _declared_rules(self, space: _space.SearchSpace) -> _rules.Rules:
         """The declared rules over this space, each point composed the way its job is."""

@@ -205,7 +205,10 @@ class SearchLoop:
             return
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
             if self._reason(t) in INTERRUPTED and t.params and not self._exists(t.params, t.number):
-                self.study.enqueue_trial(dict(t.params), user_attrs={"requeued_from": t.number})
+                attrs: dict[str, Any] = {"requeued_from": t.number}
+                if self._reason(t) == "preempted":  # how often this config's job was lost (_jobs)
+                    attrs["lost"] = int(t.user_attrs.get("lost") or 0) + 1
+                self.study.enqueue_trial(dict(t.params), user_attrs=attrs)
                 log.info("queued again: the config of interrupted trial %d %s", t.number,
                          _fmt(t.params))
 

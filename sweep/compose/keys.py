@@ -221,6 +221,7 @@ RULES: dict[str, Rule] = {
     "launcher.poll_s": _num(0.1, 3600, "seconds"),
     "launcher.max_requeue": _int(0, 100, "runs again of a config whose job was lost"),
     "launcher.job_name": NAME,
+    "launcher.free_port": BOOL,
     # -- workload
     "workload.name": NAME,
     "workload.contexts": Rule("ints", 1, MAX_CONTEXT, required=True, what="prompt tokens"),

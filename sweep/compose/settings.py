@@ -185,7 +185,7 @@ def _slurm(node: Mapping[str, Any]) -> SlurmSettings:
         extra=_v(node, p, "sbatch_extra", ()), setup=_v(node, p, "setup", ()),
         command=tuple(command) if command else None, signal_s=signal_s,
         poll_s=_required(node, "poll_s"), max_requeue=_required(node, "max_requeue"),
-        job_name=_required(node, "job_name"))
+        job_name=_required(node, "job_name"), free_port=_v(node, p, "free_port", True))
 
 
 def _ssh(node: Mapping[str, Any]) -> SSHSettings:
