@@ -242,8 +242,11 @@ class Dispatcher:
         run.heartbeat.__exit__(None, None, None)
         self.loop.progress.ran.append(time.monotonic() - run.started)
         frozen = self.loop.tell(run.job, outcome)
-        if outcome.interrupted and self.runner.stop_when_interrupted:
-            raise Interrupted(run.number)
+        if outcome.interrupted:
+            if self.runner.stop_when_interrupted:
+                raise Interrupted(run.number)
+            with self.loop.lock:  # a job lost elsewhere (preempted): its config runs again
+                self.loop.requeue()
         return frozen
 
     # -- stopping ---------------------------------------------------------------------------------

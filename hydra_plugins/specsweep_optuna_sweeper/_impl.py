@@ -194,7 +194,9 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     other workers); ``salt``: a worker's label, mixed into its sampler seed;
     ``rules``: the sampler proposes only their valid points.
     """
-    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
+    storage, shown = _storage.open_storage(settings.storage, sweep_dir,
+                                           heartbeat_interval=settings.heartbeat_interval,
+                                           grace_period=settings.stale_after)
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
     with lock if lock is not None else contextlib.nullcontext():
         study = optuna.create_study(study_name=study_name, storage=storage,

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Sequence
 
 import optuna
@@ -127,7 +128,7 @@ class SearchLoop:
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _reason(self, t: FrozenTrial) -> str | None:
-        return t.user_attrs.get("failure_reason")
+        return _storage.failure_reason(t)
 
     def _counts(self, t: FrozenTrial) -> bool:
         if t.state == TrialState.WAITING:
@@ -329,7 +330,9 @@ class SearchLoop:
 
     def _ask(self, done: int) -> _Job:
         """Under the study lock: a new trial, its config, and whether it repeats a known one."""
-        trial = self.study.ask()
+        with warnings.catch_warnings():  # this loop records Optuna's heartbeat itself (_storage)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+            trial = self.study.ask()
         params = _suggest(trial, self.space)
         prefix = f"trial {trial.number} [{done + 1}/{self.n_trials}] {_fmt(params)}"
         if self.label:
