@@ -189,6 +189,8 @@ class SlurmJobs:
 
     # -- the guard ----------------------------------------------------------------------------
     def _tell_guard(self, line: str) -> None:
+        if line.startswith("-") and self._guard is None:
+            return  # nothing to take off a list no guard holds
         if self._guard is None or self._guard.poll() is not None:
             self._guard = subprocess.Popen([sys.executable, "-m", "launchers._slurm_guard"],
                                            stdin=subprocess.PIPE, env=self.env,
