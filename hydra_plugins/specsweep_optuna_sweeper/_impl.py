@@ -399,78 +399,12 @@ class OptunaSweeperImpl:
         print(f"trial {number}: {outcome.state.name} {outcome.failure_reason or ''}".rstrip())
 
     def _jobs_runner(self, sweep_dir: Path, name: str) -> Any:
-        """The runner of a launcher whose trials run as jobs (None: this process runs them).
+        """The runner of a launcher whose trials run as jobs elsewhere (``_jobs``), or None."""
+        from ._jobs import jobs_runner
 
-        Everything a job needs is checked here, before the study starts: the launcher's
-        settings (the key table), no secret on the command line the job script would
-        hold, and the scheduler's own verdict on the options (``sbatch --test-only``).
-        """
-        import json
-        import sys
-
-        from sweep.errors import EXIT_CONFIG, ConfigError
-        from sweep.launch import BACKENDS, load
-
-        from ._pool_proc import base_command, worker_argv
-
-        s = self.settings
         assert self.config is not None
-        entry = BACKENDS.get(str(OmegaConf.select(self.config, "launcher.name") or ""))
-        if entry is None or entry.trials is None:
-            if s.n_jobs > 1:
-                raise ValueError(f"hydra.sweeper.n_jobs={s.n_jobs}: this launcher runs one "
-                                 "trial at a time in this process; for parallel trials use "
-                                 "launcher=slurm or a host pool, launcher.hosts=[...] "
-                                 "(docs/parallel.md)")
-            return None
-        from sweep import secrets
-        from sweep.compose.settings import launcher_settings
-
-        from ._dispatch import Running
-        from ._jobs import JobsRunner
-
-        try:
-            settings = launcher_settings(OmegaConf.to_container(self.config.launcher, resolve=True))  # type: ignore[arg-type]
-        except ConfigError as err:
-            print(secrets.mask_text(err.one_line()), file=sys.stderr)
-            raise SystemExit(EXIT_CONFIG) from None
-        jobs = load(entry.trials)(settings)
-        base = base_command(jobs.settings.command)
-        pool = s.pool
-        port_key = (pool.get("key_map") or {}).get("server_port") if jobs.settings.free_port else None
-
-        def argv(run: Running | None, number: int = 0, lines: list[str] | None = None) -> list[str]:
-            if run is not None:
-                number, lines = run.number, run.overrides
-            from sweep.compose.hosts import hydra_value
-
-            extra = [f"hydra.sweep.dir={hydra_value(str(sweep_dir))}",
-                     f"hydra.sweeper.study_name={hydra_value(name)}",
-                     "hydra.sweeper.pool.job=" + hydra_value(json.dumps(
-                         {"trial": number, "overrides": lines or [], "port_key": port_key})),
-                     *[str(o) for o in pool.get("worker_overrides") or []]]
-            return worker_argv(base, sys.argv[1:], extra)
-
-        probe = argv(None, 0, self._extra(0, name))
-        found = secrets.collect_secrets(list(probe), environ={})
-        if found:
-            refused = ConfigError("launcher", "a secret is on the command line; launcher=slurm writes "
-                              "the command line into each job's script (and SLURM keeps it): "
-                              "pass secrets through the environment instead (SPECSWEEP_API_KEY, "
-                              "exported to the jobs)")
-            print(refused.one_line(), file=sys.stderr)
-            raise SystemExit(EXIT_CONFIG)
-        from launchers.slurm import SubmitError
-
-        try:
-            jobs.check(probe, sweep_dir / ".slurm-check", Path.cwd())
-        except SubmitError as exc:
-            refused = ConfigError("launcher.sbatch", f"SLURM refuses these job options: {exc}")
-            print(secrets.mask_text(refused.one_line()), file=sys.stderr)
-            raise SystemExit(EXIT_CONFIG) from None
-        return JobsRunner(jobs, slots=s.n_jobs, sweep_dir=sweep_dir, argv=argv,
-                          job_name=jobs.settings.job_name, metrics=s.metrics,
-                          n_objectives=len(s.directions))
+        return jobs_runner(self.config, self.settings, sweep_dir, name,
+                           probe_overrides=self._extra(0, name))
 
     def _declared_rules(self, space: _space.SearchSpace) -> _rules.Rules:
         """The declared rules over this space, each point composed the way its job is."""
