@@ -194,11 +194,13 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     other workers); ``salt``: a worker's label, mixed into its sampler seed;
     ``rules``: the sampler proposes only their valid points.
     """
-    storage, shown = _storage.open_storage(settings.storage, sweep_dir,
-                                           heartbeat_interval=settings.heartbeat_interval,
-                                           grace_period=settings.stale_after)
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
     with lock if lock is not None else contextlib.nullcontext():
+        # Under the lock: a storage object creates Optuna's tables on a fresh database, and
+        # two controllers starting at once would both try (DuplicateTable).
+        storage, shown = _storage.open_storage(settings.storage, sweep_dir,
+                                               heartbeat_interval=settings.heartbeat_interval,
+                                               grace_period=settings.stale_after)
         study = optuna.create_study(study_name=study_name, storage=storage,
                                     directions=wanted, load_if_exists=True,
                                     sampler=optuna.samplers.RandomSampler(seed=settings.seed),

@@ -20,7 +20,8 @@ jobs for ``MinJobAge`` = 600 s). Process tracking: ``proctrack/cgroup`` (cgroup
 v1 freezer: every process of a job, setsid'd grandchildren included, is
 killed with the job) when ``/sys/fs/cgroup/freezer`` is writable, otherwise
 ``proctrack/linuxproc`` (parentage only: the launcher's reaper then covers a
-server that escaped; docs/cluster.md). ``KillWait=5`` (SIGTERM to SIGKILL) keeps
+server that escaped; docs/cluster.md); ``SPECSWEEP_SLURM_PROCTRACK=linuxproc``
+forces the latter (``stop`` first). ``KillWait=5`` (SIGTERM to SIGKILL) keeps
 the tests quick. Slurm 22.05 does not create missing directories: this
 module does. Everything lives in ``$SPECSWEEP_SLURM_DIR`` (default
 ``/var/tmp/specsweep-slurm``); clients find it through ``SLURM_CONF``.
@@ -176,7 +177,9 @@ def start() -> Cluster:
         raise RuntimeError(f"not installed: {', '.join(missing())} "
                            "(apt-get install slurmctld slurmd slurm-client munge)")
     root = _root()
-    proctrack = "proctrack/cgroup" if _cgroup_v1_freezer() else "proctrack/linuxproc"
+    wanted = os.environ.get("SPECSWEEP_SLURM_PROCTRACK")  # cgroup | linuxproc (default: cgroup if it works)
+    proctrack = f"proctrack/{wanted}" if wanted else \
+        "proctrack/cgroup" if _cgroup_v1_freezer() else "proctrack/linuxproc"
     cluster = Cluster(root, proctrack)
     env = cluster.env
     _start_munge()
