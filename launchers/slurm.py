@@ -173,6 +173,11 @@ class SlurmJobs:
             raise SubmitError(f"sbatch: {exc}") from None
         finally:
             path.unlink(missing_ok=True)
+            for d in (path.parent, job_dir):  # nothing of the check stays behind
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
         if proc.returncode != 0:
             raise SubmitError((proc.stderr or proc.stdout).strip().splitlines()[-1]
                               if (proc.stderr or proc.stdout).strip() else
