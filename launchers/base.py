@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep import secrets
+from sweep.launch import BACKENDS
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
 
-# Reasons a launch fails; launchers.classify mines the first eight from logs.
-REASONS = (
+# Reasons a launch fails on any backend; launchers.classify mines the first eight from logs.
+COMMON_REASONS = (
     "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
     "port_in_use", "timeout", "crashed", "unknown",
-    # SSH launcher
-    "ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight",
 )
+# ... and those each backend declares for itself (sweep.launch.BACKENDS: ssh_*, SLURM's job states).
+REASONS = COMMON_REASONS + tuple(dict.fromkeys(r for b in BACKENDS.values() for r in b.reasons))
 
 
 class LaunchFailure(Exception):

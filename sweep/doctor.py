@@ -37,7 +37,7 @@ def _engine_rows(trial: "TrialConfig") -> list["Check"]:
     from sweep._engine_build import complete
 
     install = trial.server.install
-    if not install or trial.launcher.name == "ssh":
+    if not install or trial.launcher.backend.remote:
         return []
     exe = complete(install)
     if exe is None:

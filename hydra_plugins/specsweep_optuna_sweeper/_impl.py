@@ -14,7 +14,11 @@ Three roles, one code path:
   creates the study, queues the seeds, starts one worker process per host
   and reports at the end; it runs no job itself;
 * pool worker (``hydra.sweeper.pool.worker=<host label>``, set by the
-  controller): a plain loop on the shared study that never reports.
+  controller): a plain loop on the shared study that never reports;
+* cluster controller (the launcher's backend runs trials as jobs, launcher=slurm,
+  see ``_jobs``): the plain loop with ``hydra.sweeper.n_jobs`` trials out at
+  once, each one job; the job itself (``hydra.sweeper.pool.job=...``, set by the
+  controller) runs that one trial's Hydra job and touches no storage.
 
 Every role serializes trial creation through the study lock, so plain
 controllers on several machines can share one study too.
@@ -38,7 +42,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from . import _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
-from ._loop import Interrupted, SearchLoop
+from ._dispatch import Interrupted
+from ._loop import SearchLoop
 from .config import DETERMINISTIC_FAILURES
 
 log = logging.getLogger(__name__)
@@ -109,9 +114,9 @@ class Settings:
             raise ValueError("hydra.sweeper.metrics: a multi-objective study needs one metric "
                              "per direction (keys of the job's return['values'])")
         n_jobs = int(g.get("n_jobs") or 1)
-        if n_jobs != 1:
-            raise ValueError("hydra.sweeper.n_jobs: only 1 is supported (one server per box; "
-                             "trials restart it)")
+        if n_jobs < 1:
+            raise ValueError(f"hydra.sweeper.n_jobs: {n_jobs}; allowed: 1, or more with a "
+                             "launcher whose trials run as jobs (launcher=slurm)")
         return cls(
             sampler=dict(g.get("sampler") or {"name": "tpe"}), directions=directions,
             metrics=[str(m) for m in metrics] if metrics else None,
@@ -189,9 +194,13 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     other workers); ``salt``: a worker's label, mixed into its sampler seed;
     ``rules``: the sampler proposes only their valid points.
     """
-    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
     with lock if lock is not None else contextlib.nullcontext():
+        # Under the lock: a storage object creates Optuna's tables on a fresh database, and
+        # two controllers starting at once would both try (DuplicateTable).
+        storage, shown = _storage.open_storage(settings.storage, sweep_dir,
+                                               heartbeat_interval=settings.heartbeat_interval,
+                                               grace_period=settings.stale_after)
         study = optuna.create_study(study_name=study_name, storage=storage,
                                     directions=wanted, load_if_exists=True,
                                     sampler=optuna.samplers.RandomSampler(seed=settings.seed),
@@ -300,6 +309,8 @@ class OptunaSweeperImpl:
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
         s = self.settings
+        if s.pool.get("job"):  # one trial's job of a cluster controller (launcher=slurm)
+            return self._one_job(s.pool["job"])
         space = _space.parse(s.params, arguments)
         if not space.distributions:
             raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
@@ -314,6 +325,7 @@ class OptunaSweeperImpl:
             return self._work(space, sweep_dir, name, str(worker))
         from . import _pool
 
+        runner = self._jobs_runner(sweep_dir, name)  # before the study: bad input submits nothing
         hosts = _pool.hosts_of(self.config, s.pool)
         if hosts and s.storage is None:
             s.storage = _pool.default_storage(sweep_dir)
@@ -345,7 +357,7 @@ class OptunaSweeperImpl:
                                       study_name=name, loop=loop, lock=lock)
                 pool_run.run()
             else:
-                loop.run()
+                loop.run(runner)
         except Interrupted as exc:
             interrupted = exc
         best = _report.report(
@@ -366,6 +378,35 @@ class OptunaSweeperImpl:
             raise SystemExit(1)
         print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
         return best
+
+    # -- trials as jobs elsewhere (launcher=slurm) --------------------------------------------
+    def _one_job(self, job: Any) -> None:
+        """Inside a cluster job: run the one Hydra job the controller asked for (its trial
+        number and override lines), exactly as the controller's own process would."""
+        import json
+
+        job = json.loads(str(job))
+        number, overrides = int(job["trial"]), [str(o) for o in job["overrides"]]
+        if job.get("port_key"):  # a port free on this node: jobs may share it (launcher.free_port)
+            import socket
+
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                overrides.append(f"{job['port_key']}={sock.getsockname()[1]}")
+        try:
+            outcome = self._execute(number, overrides)
+        except KeyboardInterrupt:
+            print(f"trial {number}: interrupted (its result.json says so)")
+            raise SystemExit(130) from None
+        print(f"trial {number}: {outcome.state.name} {outcome.failure_reason or ''}".rstrip())
+
+    def _jobs_runner(self, sweep_dir: Path, name: str) -> Any:
+        """The runner of a launcher whose trials run as jobs elsewhere (``_jobs``), or None."""
+        from ._jobs import jobs_runner
+
+        assert self.config is not None
+        return jobs_runner(self.config, self.settings, sweep_dir, name,
+                           probe_overrides=self._extra(0, name))
 
     def _declared_rules(self, space: _space.SearchSpace) -> _rules.Rules:
         """The declared rules over this space, each point composed the way its job is."""

@@ -68,7 +68,8 @@ from sweep import secrets
 from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
 
 from . import _storage
-from ._loop import Interrupted, SearchLoop
+from ._dispatch import Interrupted
+from ._loop import SearchLoop
 from ._pool_proc import (TOKEN_ENV, _pdeathsig, _signame, _tail, base_command, processes_with_token,
                          worker_argv)
 

@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from . import _storage
 from ._space import SearchSpace, format_value
 
 log = logging.getLogger(__name__)
@@ -232,7 +233,7 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
     by_state: dict[str, int] = {}
     for t in trials:
         key = t.state.name if t.state != TrialState.FAIL else \
-            f"FAIL:{t.user_attrs.get('failure_reason') or 'unknown'}"
+            f"FAIL:{_storage.failure_reason(t) or 'unknown'}"
         by_state[key] = by_state.get(key, 0) + 1
     repeats = sum(1 for t in trials if "duplicate_of" in t.user_attrs)
     print(f"\nstudy {study.study_name!r}: {len(trials)} trials "

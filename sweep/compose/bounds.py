@@ -42,6 +42,11 @@ _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?$")
 # systemd.unit(5): letters, digits, ":-_.\", one "@" for templates; at most 255 characters.
 _UNIT = re.compile(r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?$")
 _URL_PATH = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+# SLURM (sbatch(1)): --gres=gpu[:type]:count[,...]; --mem=<n>[K|M|G|T]; --constraint features
+_GRES = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+){0,2}(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+){0,2})*$")
+_SLURM_MEM = re.compile(r"^\d{1,12}[KMGT]?$")
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,:*()\[\]-]{1,1024}$")
+_SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]{0,63}(=[^\s]{1,1024})?$")
 
 
 def is_host(text: str) -> bool:
@@ -208,6 +213,25 @@ def _as_uri(key: str, value: Any, rule: Rule) -> str:
     return text
 
 
+def _as_slurm_time(key: str, value: Any, rule: Rule) -> str:
+    from sweep.launch import slurm_seconds
+
+    text = _as_text(key, value, rule).strip()
+    if slurm_seconds(text) is None:
+        raise ConfigError(key, "must be a SLURM time limit: minutes, minutes:seconds, "
+                          "hours:minutes:seconds, days-hours, days-hours:minutes or "
+                          f"days-hours:minutes:seconds, got {_type_name(value)}")
+    return text
+
+
+def _as_sbatch_arg(key: str, value: Any, rule: Rule) -> str:
+    text = _as_text(key, value, rule)
+    if not _SBATCH_ARG.match(text):
+        raise ConfigError(key, "must be one sbatch long option, --name or --name=value without "
+                          f"spaces (e.g. --reservation=spec), got {_type_name(text)}")
+    return text
+
+
 def _list_of(item: Callable[[str, Any, Rule], Any], what: str,
              scalar_ok: bool = True) -> Callable[[str, Any, Rule], tuple[Any, ...]]:
     def check(key: str, value: Any, rule: Rule) -> tuple[Any, ...]:
@@ -269,6 +293,12 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "paths": _list_of(_as_path, "paths"), "strs": _as_words,
     "ints": _as_ints, "floats": _list_of(_as_float, "numbers", scalar_ok=False),
     "mapping": _as_mapping, "list": _as_list, "figure": _as_figure,
+    "slurm_time": _as_slurm_time,
+    "gres": _matching(_GRES, "SLURM generic resources, name[:type]:count[,...] (e.g. gpu:8)"),
+    "slurm_mem": _matching(_SLURM_MEM, "a SLURM memory size, digits and an optional K/M/G/T"),
+    "slurm_constraint": _matching(_CONSTRAINT, "SLURM node features (letters, digits, & | , [ ] ( ) * :)"),
+    "sbatch_args": _list_of(_as_sbatch_arg, "sbatch options"),
+    "lines": _list_of(_as_text, "lines"),
 }
 
 

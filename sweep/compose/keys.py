@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sweep.launch import BACKENDS
+
 # ---------------------------------------------------------------------------- maxima
 MAX_GPUS = 1024            # GPUs in one box
 MAX_CONTEXT = 10_485_760   # tokens: the longest context any served model has (10M)
@@ -28,7 +30,7 @@ SIM_FAULTS = ("cuda_graph", "oom", "hang", "missing_module", "python_headers")  
 CODING_EVALS = ("five", "humaneval", "off")
 SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # docs/sandbox.md
 OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")  # tok_s_c1: old name
-LAUNCHERS = ("local", "ssh")
+LAUNCHERS = tuple(BACKENDS)  # sweep/launch.py: the backend table
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
 ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
@@ -199,6 +201,27 @@ RULES: dict[str, Rule] = {
     "launcher.preflight": BOOL,
     "launcher.min_free_gb": _num(0, 1_000_000, "GB"),
     "launcher.remote_lease_s": _num(0, 3600, "seconds"),
+    # -- launcher=slurm (docs/cluster.md): each trial one job; sbatch's own option names
+    "launcher.sbatch": MAPPING,  # only the keys below (sweep/compose/settings.py refuses others)
+    "launcher.sbatch.partition": NAME,
+    "launcher.sbatch.account": NAME,
+    "launcher.sbatch.qos": NAME,
+    "launcher.sbatch.reservation": NAME,
+    "launcher.sbatch.time": Rule("slurm_time", what="SLURM time limit (minutes, H:MM:SS, D-HH ...)"),
+    "launcher.sbatch.gres": Rule("gres", what="generic resources per node, e.g. gpu:8 or gpu:h100:8"),
+    "launcher.sbatch.gpus_per_node": _int(0, MAX_GPUS, "GPUs"),
+    "launcher.sbatch.exclusive": BOOL,
+    "launcher.sbatch.cpus_per_task": _int(1, 4096, "CPUs"),
+    "launcher.sbatch.mem": Rule("slurm_mem", what="memory per node, e.g. 64G (0: all of it)"),
+    "launcher.sbatch.constraint": Rule("slurm_constraint", what="node features, e.g. h100&ib"),
+    "launcher.sbatch_extra": Rule("sbatch_args", what="more sbatch options, --name=value each"),
+    "launcher.setup": Rule("lines", what="shell lines run in the job before the trial"),
+    "launcher.command": Rule("strs"),
+    "launcher.signal_s": _int(0, MAX_SECONDS, "seconds before the time limit (SIGUSR1)"),
+    "launcher.poll_s": _num(0.1, 3600, "seconds"),
+    "launcher.max_requeue": _int(0, 100, "runs again of a config whose job was lost"),
+    "launcher.job_name": NAME,
+    "launcher.free_port": BOOL,
     # -- workload
     "workload.name": NAME,
     "workload.contexts": Rule("ints", 1, MAX_CONTEXT, required=True, what="prompt tokens"),

@@ -20,7 +20,7 @@ from typing import Any
 from sweep.compose import bounds
 
 CONTEXTS: list[list[str]] = [
-    [], ["launcher=ssh", "launcher.host=box"], ["server=llamacpp"],
+    [], ["launcher=ssh", "launcher.host=box"], ["launcher=slurm"], ["server=llamacpp"],
     ["server=llamacpp", "spec=llamacpp_ngram"], ["server=llamacpp", "spec=llamacpp_draft"],
 ]
 
@@ -73,6 +73,12 @@ ISSUE: list[BadInput] = [
     BadInput(("launcher=ssh", "launcher.host=box", "launcher.workdir=relative"), "launcher.workdir", "path"),
     BadInput(("launcher.hosts=[{server_port: 0}]",), "launcher.hosts", "pool entry"),
     BadInput(("launcher.hosts=[{reap_grace_s: maybe}]",), "launcher.hosts", "pool entry"),
+    BadInput(("launcher=slurm", "launcher.sbatch.partiton=gpu"), "launcher.sbatch.partiton",
+             "unknown sbatch option"),
+    BadInput(("launcher=slurm", "launcher.sbatch.time=1", "launcher.signal_s=120"), "launcher.signal_s",
+             "across keys"),
+    BadInput(("launcher=slurm", "launcher.hosts=[{server_port: 31001}]"), "launcher.hosts",
+             "no pool on slurm"),
     BadInput(("spec=nope",), "spec", "unknown option"),
     BadInput(("spec.bugdet=8",), "spec.bugdet", "unknown key"),
     BadInput(("spec.budget=8,",), "spec.budget", "grammar"),
@@ -158,6 +164,12 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "mapping": [("5", "wrong type")],
         "list": [("5", "wrong type")],
         "figure": [("-1", "negative"), ("'a b'", "wrong type")],
+        "slurm_time": [("2h", "time syntax"), ("'1:2:3:4'", "time syntax")],
+        "gres": [("'gpu 8'", "gres syntax"), ("'gpu:8;id'", "injection")],
+        "slurm_mem": [("64GB", "memory syntax")],
+        "slurm_constraint": [("'a b'", "spaces"), ("'x$(id)'", "injection")],
+        "sbatch_args": [("['--x y']", "spaces"), ("[partition=gpu]", "not an option")],
+        "lines": [("{a: 1}", "wrong type")],
     }
     values = table[kind]
     return values if full else values[:1]
