@@ -65,6 +65,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 import launchers
 from sweep import secrets
+from sweep.errors import EXIT_INTERRUPTED
 from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
 
 from . import _storage
@@ -223,7 +224,7 @@ class Pool:
             w.outcome = "done"
             log.info("worker %s finished", label)
             return
-        if rc == 130:
+        if rc == EXIT_INTERRUPTED:
             w.outcome = "interrupted"
             log.warning("worker %s was interrupted", label)
             return

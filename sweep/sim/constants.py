@@ -31,6 +31,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from sweep.errors import ConfigError
+
 PRIORS_FILE = Path(__file__).with_name("priors.yaml")
 SHIPPED_DIR = Path(__file__).with_name("calibrations")
 ENV_DIR = "SPECSWEEP_CALIBRATIONS"
@@ -40,8 +42,8 @@ OFF = ("none", "off", "false", "uncalibrated")
 SCHEMA = 1
 
 
-class CalibrationError(ValueError):
-    """A calibration that cannot be used; the message is one line naming the key."""
+class CalibrationError(ConfigError):
+    """A calibration that cannot be used: one line naming the key (``hardware.perf.calibration``)."""
 
 
 @lru_cache(maxsize=1)
@@ -152,7 +154,7 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
             return None
         path = Path(str(explicit)).expanduser()
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
-            raise CalibrationError(f"error: {KEY}: no calibration file at {str(explicit)!r} "
+            raise CalibrationError(KEY, f"no calibration file at {str(explicit)!r} "
                                    f"(a .yaml written by python -m sweep.calibrate, or 'none')")
         return path
     if explicit is False:
@@ -173,15 +175,15 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise CalibrationError(f"error: {KEY}: cannot read {path}: {exc}".splitlines()[0]) from None
+        raise CalibrationError(KEY, f"cannot read {path}: {exc}".splitlines()[0]) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("constants"), dict):
-        raise CalibrationError(f"error: {KEY}: {path} is not a calibration file (schema {SCHEMA} "
+        raise CalibrationError(KEY, f"{path} is not a calibration file (schema {SCHEMA} "
                                f"with a 'constants' mapping, as python -m sweep.calibrate writes)")
     nvlink = _nvlink(hardware or {"perf": {"nvlink": doc.get("nvlink", True)}})
     values = prior_values(nvlink)
     for name, value in doc["constants"].items():
         if name not in values or not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise CalibrationError(f"error: {KEY}: {path}: constants.{name} is not a known number "
+            raise CalibrationError(KEY, f"{path}: constants.{name} is not a known number "
                                    f"(known: {', '.join(fitted_names())})")
         values[name] = float(value)
     unc = doc.get("uncertainty") or {}
@@ -219,5 +221,5 @@ def resolve(hardware: Mapping[str, Any], calibration: Any = None) -> Calibration
         return uncalibrated(hardware)
     path = Path(str(calibration)).expanduser()
     if not path.is_file():
-        raise CalibrationError(f"error: calibration: no calibration file at {str(calibration)!r}")
+        raise CalibrationError("calibration", f"no calibration file at {str(calibration)!r}")
     return load(path, hardware)

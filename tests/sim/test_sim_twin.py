@@ -144,7 +144,7 @@ def test_calibration_lookup_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert constants.for_hardware(hw("h200")).source == constants.UNCALIBRATED
     none = {**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": "none"}}
     assert not constants.for_hardware(none).calibrated
-    with pytest.raises(constants.CalibrationError, match=r"^error: hardware\.perf\.calibration: no calibration file"):
+    with pytest.raises(constants.CalibrationError, match=r"^hardware\.perf\.calibration: no calibration file"):
         constants.for_hardware({**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": str(tmp_path / "x.yaml")}})
     # the user dir wins over the shipped file; perf.box names the box explicitly
     user = tmp_path / "user"
