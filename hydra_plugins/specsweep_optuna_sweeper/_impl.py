@@ -93,14 +93,13 @@ class Settings:
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
+        from sweep.compose import bounds
+
         g = {k: _plain(v) for k, v in kw.items()}
-        direction = g.get("direction") or "maximize"
-        directions = [str(d).lower() for d in (direction if isinstance(direction, list)
-                                                 else [direction])]
-        for d in directions:
-            if d not in ("maximize", "minimize"):
-                raise ConfigError("hydra.sweeper.direction", f"{d!r}; allowed: maximize, minimize "
-                                 "(a list for several objectives)")
+        # the key table's rules (sweep/compose/keys.py, hydra.sweeper.*): the same ones
+        # `python -m sweep` checked up front, here for any app that uses this sweeper
+        directions = list(bounds.check("hydra.sweeper.direction", g.get("direction") or "maximize"))
+        bounds.check("hydra.sweeper.n_trials", g.get("n_trials", 20))
         metrics = g.get("metrics")
         if metrics is not None and len(metrics) != len(directions):
             if len(directions) == 1:

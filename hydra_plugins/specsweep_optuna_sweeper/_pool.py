@@ -65,6 +65,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 import launchers
 from sweep import secrets
+from sweep.compose import storage_url
 from sweep.errors import EXIT_INTERRUPTED
 from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
 
@@ -84,7 +85,7 @@ STOP_GRACE_S = 90.0
 def default_storage(sweep_dir: Path) -> str:
     """Several processes on one machine: Optuna's journal file (the SQLite default is
     not made for concurrent writers)."""
-    return "journal:" + str(Path(sweep_dir).absolute() / "optuna.journal")
+    return "journal:" + str(Path(sweep_dir).absolute() / storage_url.DEFAULT_JOURNAL)
 
 
 # -- hosts --------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ LOCK_RETRY_S = 60.0  # how long the study lock outlives an unreachable database
 
 
 def default_url(sweep_dir: str | os.PathLike[str]) -> str:
-    return "sqlite:///" + str(Path(sweep_dir).resolve() / "optuna.db")
+    return "sqlite:///" + str(Path(sweep_dir).resolve() / storage_url.DEFAULT_SQLITE)
 
 
 def open_storage(url: str | None, sweep_dir: str | os.PathLike[str]) -> tuple[str | BaseStorage, str]:

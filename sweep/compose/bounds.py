@@ -65,7 +65,10 @@ def _type_name(value: Any) -> str:
 
 
 def _fmt(x: float) -> str:
-    """1000000, not 1e+06; 0.5 stays 0.5."""
+    """1000000, not 1e+06; 0.5 stays 0.5; an integer past any float as its first digits."""
+    if isinstance(x, int) and abs(x) >= 10**18:
+        digits = str(abs(x))
+        return f"{'-' if x < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
 
@@ -98,6 +101,8 @@ def _as_float(key: str, value: Any, rule: Rule) -> float:
         raise ConfigError(key, f"must be a number, got {_type_name(value)}")
     try:
         f = float(value)
+    except OverflowError:  # an integer past any float
+        raise ConfigError(key, f"must be a finite number, got {_type_name(value)}") from None
     except (TypeError, ValueError):
         raise ConfigError(key, f"must be a number, got {_type_name(value)}") from None
     if not math.isfinite(f):

@@ -111,17 +111,18 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
     for line in overrides:
         try:
             out += parser.parse_overrides([line])
-        except HydraException as exc:
+        except (HydraException, ValueError) as exc:  # ValueError: 5,000 digits are past int()'s limit
             key = line.split("=", 1)[0].lstrip("+~") if "=" in line else ""
             if not key or not re.fullmatch(r"[\w./@-]+", key):
                 raise ConfigError("overrides", f"{line!r}: {_first_line(exc)}") from None
             value = line.split("=", 1)[1]
+            value = value if len(value) <= 80 else value[:77] + "..."
             if re.match(r"^\s*(choice|range|interval|int|float|tag|shuffle|sort|glob)\s*\(", value):
                 from sweep.compose.search_space import SYNTAX
 
                 raise ConfigError(key, f"not a search space ({SYNTAX}; an empty choice() has no value): "
                                   f"{value!r}") from None
-            raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)}); "
+            raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
     return out
 
@@ -189,8 +190,6 @@ def validate(argv: Sequence[str]) -> None:
         source = config_source.Source.of(args)
         config_source.check_files(source)
         config_source.use(source)
-        for line in duplicates(args.overrides):
-            print(secrets.mask_text(line), file=sys.stderr, flush=True)
         _validate(args)
     except SweepError:
         raise
@@ -199,6 +198,8 @@ def validate(argv: Sequence[str]) -> None:
     except Exception as exc:  # noqa: BLE001 - odd input must not end in a traceback either
         raise ConfigError("overrides", f"could not be checked ({type(exc).__name__}: "
                           f"{_first_line(exc)[:300]})") from None
+    for line in duplicates(args.overrides):  # once, for a command line that will run
+        print(secrets.mask_text(line), file=sys.stderr, flush=True)
 
 
 def _validate(args: Any) -> None:
@@ -213,7 +214,7 @@ def _validate(args: Any) -> None:
     custom = multirun and hydra_checks.custom_sweeper(head)
     jobs = expand(args.overrides, multirun, custom_sweeper=custom)
     for job in jobs[:MAX_JOBS_CHECKED]:
-        cfg = compose(job)
+        cfg = _without_hydra(head) if job == fixed else compose(job)  # one run: composed once
         if args.cfg is None:
             from_omegaconf(cfg)
     if args.cfg is not None:
@@ -222,6 +223,17 @@ def _validate(args: Any) -> None:
     if custom:
         hydra_checks.check_search_space(head, [o.input_line for o in parsed
                                                if o.is_sweep_override() and o.input_line], fixed, compose)
+
+
+def _without_hydra(cfg: Any) -> Any:
+    import copy
+
+    from omegaconf import open_dict
+
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        del out["hydra"]
+    return out
 
 
 def check(argv: Sequence[str]) -> None:

@@ -69,6 +69,10 @@ def check(head: Any, *, multirun: bool, custom_sweeper: bool) -> None:
             where = storage_url.parse(str(url))
             storage_url.check_file(where)
             storage_url.check_reachable(where)
+        elif multirun:  # null: the study file in the sweep dir, when a rerun resumes it
+            _, sweep_dir = _value(head, "hydra.sweep.dir", "outdir")
+            for default in storage_url.defaults(sweep_dir) if sweep_dir else []:
+                storage_url.check_file(default)
 
 
 def check_search_space(head: Any, sweeps: Sequence[str], fixed: list[str],

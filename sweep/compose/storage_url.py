@@ -23,6 +23,7 @@ import json
 import socket
 import sqlite3
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from sweep.compose.input_files import check_outdir
 from sweep.errors import ConfigError, StorageError
 
 KEY = "hydra.sweeper.storage"
+DEFAULT_SQLITE = "optuna.db"        # storage null: sqlite:///<sweep dir>/optuna.db
+DEFAULT_JOURNAL = "optuna.journal"  # storage null with a host pool: journal:<sweep dir>/optuna.journal
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 DIALECTS = ("postgresql", "mysql", "mariadb", "oracle", "mssql")  # besides sqlite
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306, "oracle": 1521, "mssql": 1433}
@@ -146,10 +149,23 @@ def _check_sqlite(path: Path, size: int, move: str) -> None:
                            f"{move}")
 
 
+def _growing(path: Path, size: int, wait_s: float = 1.0) -> bool:
+    """Another process is appending right now (a pool's workers share the journal)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if path.stat().st_size != size:
+            return True
+    return False
+
+
 def _check_journal(path: Path, move: str) -> None:
+    size = path.stat().st_size
     with path.open("rb") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.endswith(b"\n"):
+                if _growing(path, size):
+                    return  # a live writer's line in progress, not damage
                 raise StorageError(str(path), f"the journal's last line ({number}) is cut short: {move}")
             if not line.strip():
                 continue
@@ -159,6 +175,13 @@ def _check_journal(path: Path, move: str) -> None:
                 raise StorageError(str(path), f"line {number} of the journal is not JSON (damaged): {move}") from None
             if not isinstance(op, dict) or "op_code" not in op:
                 raise StorageError(str(path), f"line {number} is not an Optuna journal entry: {move}")
+
+
+def defaults(sweep_dir: str | Path) -> list[Storage]:
+    """The study files ``storage: null`` means in ``sweep_dir`` (one run's SQLite file, a pool's journal)."""
+    folder = Path(sweep_dir).expanduser().resolve()
+    return [Storage("sqlite", "sqlite:///" + str(folder / DEFAULT_SQLITE), path=folder / DEFAULT_SQLITE),
+            Storage("journal", "journal:" + str(folder / DEFAULT_JOURNAL), path=folder / DEFAULT_JOURNAL)]
 
 
 def check_reachable(storage: Storage, key: str = KEY, timeout: float = CONNECT_TIMEOUT_S) -> None:

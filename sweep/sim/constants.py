@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from sweep.compose.input_files import CALIBRATION_OFF, CALIBRATION_SCHEMA
 from sweep.errors import ConfigError
 
 PRIORS_FILE = Path(__file__).with_name("priors.yaml")
@@ -38,8 +39,8 @@ SHIPPED_DIR = Path(__file__).with_name("calibrations")
 ENV_DIR = "SPECSWEEP_CALIBRATIONS"
 KEY = "hardware.perf.calibration"
 UNCALIBRATED = "uncalibrated: spec-sheet physics"
-OFF = ("none", "off", "false", "uncalibrated")
-SCHEMA = 1
+OFF = CALIBRATION_OFF
+SCHEMA = CALIBRATION_SCHEMA
 
 
 class CalibrationError(ConfigError):
@@ -172,13 +173,12 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
 
 def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
     """A calibration file over the priors (missing constants stay at their prior)."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CalibrationError(KEY, f"cannot read {path}: {exc}".splitlines()[0]) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("constants"), dict):
-        raise CalibrationError(KEY, f"{path} is not a calibration file (schema {SCHEMA} "
-                               f"with a 'constants' mapping, as python -m sweep.calibrate writes)")
+    from sweep.compose.input_files import read_calibration
+
+    try:  # the file's shape is read where the config check reads it (one reader of the format)
+        doc = read_calibration(KEY, Path(path))
+    except ConfigError as err:
+        raise CalibrationError(err.key, err.message) from None
     nvlink = _nvlink(hardware or {"perf": {"nvlink": doc.get("nvlink", True)}})
     values = prior_values(nvlink)
     for name, value in doc["constants"].items():
