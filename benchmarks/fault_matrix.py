@@ -430,6 +430,8 @@ def class_rows() -> list[Row]:
              "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
     secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}", f"+launcher.ssh_pass={SEARCH_CANARIES['ssh_pass']}",
                    f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
+    for sub in ("search", "pool", "cfg"):
+        (work / sub).mkdir()
     procs = [ts.run(work / "search", "-m", *ts.FAST, f"server.port={free_port()}", *space, *secret_args,
                     f"hydra.sweep.dir={work / 'search' / 'sweep'}"),
              ts.run(work / "pool", "-m", *ts.FAST, *space, *secret_args, f"hydra.sweep.dir={work / 'pool' / 'sweep'}",

@@ -9,8 +9,11 @@ plots.
 
 Hydra writes the job's config, its own settings and the overrides to
 ``<job dir>/.hydra/`` (and the sweep's to ``<sweep dir>/multirun.yaml``)
-before a job starts, secrets included; ``on_job_start`` runs right after
-and rewrites those files with every secret masked (:mod:`sweep.secrets`).
+before a job starts, secrets included; :class:`SecretsCallback` runs right
+after and rewrites those files with every secret masked (:mod:`sweep.secrets`)
+-- a callback of its own, so a host pool's workers (which drop the sweep
+callback) mask theirs too. A multirun holds its sweep dir
+(:mod:`sweep.dirlock`): a second one on the same dir is refused in one line.
 """
 
 from __future__ import annotations

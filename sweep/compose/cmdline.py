@@ -46,6 +46,11 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
     if m:
         return ConfigError("--config-name", f"no primary config {m.group(1)!r} in the search path "
                            "(--config-dir / --config-path)")
+    cause = getattr(exc.__cause__, "full_key", None) or ""
+    if str(cause).startswith(PARAMS_PREFIX):  # a param naming no key of the config (or not added with +)
+        param = str(cause)[len(PARAMS_PREFIX):]
+        return ConfigError(param, f"is no param of the search space: give it as the sweep override "
+                           f"{param}=choice(...) (a key of the config), or add it with +hydra.sweeper.params")
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
@@ -124,6 +129,11 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
                                   f"{value!r}") from None
             raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
+    for o in out:  # a number past any float: Hydra's typed float keys would overflow composing it
+        value = o.value() if not o.is_sweep_override() else None
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1024:
+            raise ConfigError(o.key_or_group, f"a number of {len(str(abs(value)))} digits is past any the "
+                              "config can hold")
     return out
 
 

@@ -130,6 +130,8 @@ def test_a_search_and_a_host_pool_keep_every_secret_out(tmp_path: Path) -> None:
                    f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
     space = ["hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "~hydra/sweeper/space", "spec.budget=choice(4,8)",
              "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
+    for sub in ("search", "pool"):
+        (tmp_path / sub).mkdir()
     search = run(tmp_path / "search", "-m", *FAST, f"server.port={free_port()}", *space, *secret_args,
                  f"hydra.sweep.dir={tmp_path / 'search' / 'sweep'}")
     pool = run(tmp_path / "pool", "-m", *FAST, *space, *secret_args, f"hydra.sweep.dir={tmp_path / 'pool' / 'sweep'}",
