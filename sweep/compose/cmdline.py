@@ -130,9 +130,9 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
             raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
     for o in out:  # a number past any float: Hydra's typed float keys would overflow composing it
-        value = o.value() if not o.is_sweep_override() else None
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**1024:
-            raise ConfigError(o.key_or_group, f"a number of {len(str(abs(value)))} digits is past any the "
+        number = o.value() if not o.is_sweep_override() else None
+        if isinstance(number, int) and not isinstance(number, bool) and abs(number) >= 2**1024:
+            raise ConfigError(o.key_or_group, f"a number of {len(str(abs(number)))} digits is past any the "
                               "config can hold")
     return out
 
