@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sweep import secrets
 from sweep.launch import BACKENDS
+from sweep.errors import EXIT_FAILED, SweepError
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
@@ -30,14 +31,23 @@ COMMON_REASONS = (
 REASONS = COMMON_REASONS + tuple(dict.fromkeys(r for b in BACKENDS.values() for r in b.reasons))
 
 
-class LaunchFailure(Exception):
-    """The server could not be made ready; ``reason`` is one of REASONS."""
+class LaunchFailure(SweepError):
+    """The server could not be made ready; ``reason`` is one of REASONS.
+
+    A trial records it as a failed trial; one that reaches a command's boundary
+    (``python -m sweep.doctor``) is one line, exit 1.
+    """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, reason: str, message: str, log_tail: str = "") -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
         self.log_tail = log_tail
+
+    def one_line(self) -> str:
+        return " ".join(f"error: the server did not start ({self.reason}): {self.message}".split())
 
 
 @dataclass

@@ -175,7 +175,7 @@ def jobs_runner(config: Any, s: Any, sweep_dir: Path, name: str, *,
     import json
     import sys
 
-    from sweep.errors import EXIT_CONFIG, ConfigError
+    from sweep.errors import ConfigError
     from sweep.launch import BACKENDS, load
 
     from ._pool_proc import base_command, worker_argv
@@ -183,19 +183,16 @@ def jobs_runner(config: Any, s: Any, sweep_dir: Path, name: str, *,
     entry = BACKENDS.get(str(OmegaConf.select(config, "launcher.name") or ""))
     if entry is None or entry.trials is None:
         if s.n_jobs > 1:
-            raise ValueError(f"hydra.sweeper.n_jobs={s.n_jobs}: this launcher runs one "
-                             "trial at a time in this process; for parallel trials use "
-                             "launcher=slurm or a host pool, launcher.hosts=[...] "
-                             "(docs/parallel.md)")
+            raise ConfigError("hydra.sweeper.n_jobs", f"{s.n_jobs}: this launcher runs one "
+                              "trial at a time in this process; for parallel trials use "
+                              "launcher=slurm or a host pool, launcher.hosts=[...] "
+                              "(docs/parallel.md)")
         return None
     from sweep import secrets
     from sweep.compose.settings import launcher_settings
 
-    try:
-        settings = launcher_settings(OmegaConf.to_container(config.launcher, resolve=True))  # type: ignore[arg-type]
-    except ConfigError as err:
-        print(secrets.mask_text(err.one_line()), file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
+    # a ConfigError from here on reaches the command's boundary: one line, masked, exit 2
+    settings = launcher_settings(OmegaConf.to_container(config.launcher, resolve=True))  # type: ignore[arg-type]
     jobs = load(entry.trials)(settings)
     base = base_command(jobs.settings.command)
     pool = s.pool
@@ -216,20 +213,16 @@ def jobs_runner(config: Any, s: Any, sweep_dir: Path, name: str, *,
     probe = argv(None, 0, probe_overrides)
     found = secrets.collect_secrets(list(probe), environ={})
     if found:
-        refused = ConfigError("launcher", "a secret is on the command line; launcher=slurm writes "
+        raise ConfigError("launcher", "a secret is on the command line; launcher=slurm writes "
                           "the command line into each job's script (and SLURM keeps it): "
                           "pass secrets through the environment instead (SPECSWEEP_API_KEY, "
                           "exported to the jobs)")
-        print(refused.one_line(), file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG)
     from launchers.slurm import SubmitError
 
     try:
         jobs.check(probe, sweep_dir / ".slurm-check", Path.cwd())
     except SubmitError as exc:
-        refused = ConfigError("launcher.sbatch", f"SLURM refuses these job options: {exc}")
-        print(secrets.mask_text(refused.one_line()), file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
+        raise ConfigError("launcher.sbatch", f"SLURM refuses these job options: {exc}") from None
     return JobsRunner(jobs, slots=s.n_jobs, sweep_dir=sweep_dir, argv=argv,
                       job_name=jobs.settings.job_name, metrics=s.metrics,
                       n_objectives=len(s.directions))

@@ -57,16 +57,19 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep.compose import storage_url
+from sweep.errors import StorageError
+
 log = logging.getLogger(__name__)
 
 OWNER_KEY = "specsweep:owner"          # {"host": ..., "pid": ...}
 HEARTBEAT_KEY = "specsweep:heartbeat"  # epoch seconds, refreshed while the job runs
-JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
+JOURNAL_SUFFIXES = storage_url.JOURNAL_SUFFIXES
 LOCK_RETRY_S = 60.0  # how long the study lock outlives an unreachable database
 
 
 def default_url(sweep_dir: str | os.PathLike[str]) -> str:
-    return "sqlite:///" + str(Path(sweep_dir).resolve() / "optuna.db")
+    return "sqlite:///" + str(Path(sweep_dir).resolve() / storage_url.DEFAULT_SQLITE)
 
 
 def failure_reason(t: FrozenTrial) -> str | None:
@@ -96,28 +99,27 @@ def open_storage(url: str | None, sweep_dir: str | os.PathLike[str], *,
                  grace_period: float | None = None) -> tuple[str | BaseStorage, str]:
     """(what create_study takes, the URL/path to print for resume and optuna-dashboard).
 
+    Checked first (``sweep/compose/storage_url.py``): the URL's form, that its file's
+    directory can be written, that a study file there is not damaged or cut short, that
+    a database server answers -- a ConfigError/StorageError, one line, before any trial.
     ``heartbeat_interval``: on a server database, Optuna's own heartbeat is on too
     (module docstring), with ``grace_period`` (the sweeper's ``stale_after``).
     """
     url = url or default_url(sweep_dir)
-    if url in ("memory", ":memory:"):  # experiments and benchmarks: nothing persists
+    where = storage_url.parse(url)
+    storage_url.check_location(where)
+    storage_url.check_file(where)
+    storage_url.check_reachable(where)
+    if where.kind == "memory" and url in ("memory", ":memory:"):  # experiments and benchmarks
         return optuna.storages.InMemoryStorage(), "memory (not persisted)"
-    if url.startswith("journal:") or (("://" not in url) and url.endswith(JOURNAL_SUFFIXES)):
-        path = url[len("journal:"):] if url.startswith("journal:") else url
-        if path.startswith("//"):
-            path = path[2:]
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if where.kind == "journal":
+        assert where.path is not None
+        where.path.parent.mkdir(parents=True, exist_ok=True)
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-        return JournalStorage(JournalFileBackend(path)), path
-    if "://" not in url:
-        raise ValueError(f"hydra.sweeper.storage: {url!r} is neither an Optuna RDB URL "
-                         "(sqlite:///file.db, postgresql+psycopg://...) nor a journal file "
-                         "(journal:<path> or a path ending in .log)")
-    if url.startswith("sqlite:///"):
-        db = url[len("sqlite:///"):]
-        if db and db != ":memory:":
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(where.path))), str(where.path)
+    if where.kind == "sqlite" and where.path is not None:
+        where.path.parent.mkdir(parents=True, exist_ok=True)
     if heartbeat_interval is not None and server_database(url):
         with warnings.catch_warnings():  # "heartbeat_interval is experimental"
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -248,6 +250,7 @@ class StudyLock:
         self._close = close
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._held_once = False  # a database that never answered is refused at once, not retried
 
     def __enter__(self) -> "StudyLock":
         self._thread_lock.acquire()
@@ -274,9 +277,13 @@ class StudyLock:
         while True:
             try:
                 if self._try():
+                    self._held_once = True
                     return
                 failing_since = None
             except Exception as exc:  # the database is unreachable: retry for a while
+                if not self._held_once:  # never reached: bad input, not a dropped connection
+                    raise StorageError(self.what, f"cannot take the study lock: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
                 now = time.monotonic()
                 if failing_since is None:
                     failing_since = now

@@ -107,7 +107,15 @@ def _composed(i: int) -> Any:
 
 
 def _where(key: str) -> tuple[list[str], str]:
-    """(context overrides, the override's key: ``+key`` when no shipped group sets it)."""
+    """(context overrides, the override's key: ``+key`` when no shipped group sets it).
+
+    Hydra's keys: the sweeper's with the Optuna sweeper, the sweep's in a multirun."""
+    if key.startswith("hydra.sweeper."):
+        return ["-m", "hydra/sweeper=optuna"], key
+    if key.startswith("hydra.sweep."):
+        return ["-m"], key
+    if key.startswith("hydra."):
+        return [], key
     for i, context in enumerate(CONTEXTS):
         if _lookup(_composed(i), key):
             return context, key
@@ -170,6 +178,13 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "slurm_constraint": [("'a b'", "spaces"), ("'x$(id)'", "injection")],
         "sbatch_args": [("['--x y']", "spaces"), ("[partition=gpu]", "not an option")],
         "lines": [("{a: 1}", "wrong type")],
+        "file": [("/dev/zero", "special file"), ("/nonexistent/specsweep-x", "missing file"),
+                 ("/etc/hostname", "not what it claims")],
+        "outdir": [("/proc/specsweep-x", "pseudo filesystem"), ("/etc/hostname/x", "not a directory")],
+        "subpath": [("../../x", "path escape"), ("/tmp/x", "absolute")],
+        "storage": [("notaurl", "malformed URL"), ("sqlite:////proc/x/a.db", "unwritable"),
+                    ("'postgresql+psycopg://u@127.0.0.1:1/db'", "unreachable")],
+        "directions": [("sideways", "bad enum"), ("[maximize,up]", "bad enum")],
     }
     values = table[kind]
     return values if full else values[:1]
