@@ -282,7 +282,8 @@ RULES: dict[str, Rule] = {
     # -- hydra/sweeper=optuna (hydra_plugins/specsweep_optuna_sweeper/config.py, docs/search.md)
     "hydra.sweeper.direction": Rule("directions"),
     "hydra.sweeper.n_trials": _int(1, MAX_TRIALS, "trials in the whole study"),
-    "hydra.sweeper.n_jobs": _int(1, 1, "jobs at once: one server per box"),
+    # more than 1 only where trials run as jobs (launcher=slurm); the sweeper says so otherwise
+    "hydra.sweeper.n_jobs": _int(1, 4096, "trials in flight at once"),
     "hydra.sweeper.seed": _int(0, MAX_SEED, "seed"),
     "hydra.sweeper.storage": Rule("storage"),
     "hydra.sweeper.study_name": TEXT,
