@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -199,6 +200,7 @@ def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Red
     import yaml
 
     from sweep.report import plots
+    from sweep.report.outputs import PLOTS_DIR, plot_files
 
     def write(name: str, text: str) -> None:
         (out / name).write_text(red.text(text))
@@ -214,4 +216,10 @@ def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Red
     tail = doc.failure.log_tail if doc.failure is not None and not doc.ok else None
     if tail:
         write("log_tail.txt", str(tail).rstrip("\n") + "\n")
-    plots.trial_plots(doc, out / "plots")
+    drawn = plot_files(job_dir / PLOTS_DIR)  # the trial drew them next to its result
+    if drawn:
+        (out / PLOTS_DIR).mkdir(exist_ok=True)
+        for png in drawn:
+            shutil.copyfile(png, out / PLOTS_DIR / png.name)
+    else:  # an older result being synced
+        plots.trial_plots(doc, out / PLOTS_DIR)

@@ -29,6 +29,7 @@ class Series:
     errors: list[tuple[float, float] | None] = field(default_factory=list)  # y interval per point
     tips: list[str] = field(default_factory=list)
     dashed: bool = False
+    labels: list[str] = field(default_factory=list)  # scatter_front: printed beside points on the front
 
 
 def color(i: int) -> str:
@@ -98,17 +99,28 @@ class _Frame:
         return self.height - BOTTOM - (y - self.y0) / span * (self.height - TOP - BOTTOM)
 
 
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels for an axis's ticks, as short as :func:`_num` makes them but never two alike
+    (0.95 / 1.0 / 1.05 printed with one decimal read "1.0, 1.0, 1.1")."""
+    labels = [_num(t) for t in ticks]
+    digits = 0
+    while len(set(labels)) < len(labels) and digits < 6:
+        digits += 1
+        labels = [_num(t) if abs(t) >= 10000 else f"{t:,.{digits}f}" for t in ticks]
+    return labels
+
+
 def _axes(f: _Frame, title: str, x_label: str, y_label: str) -> list[str]:
     w, h = f.width, f.height
     out = [f'<text class="t" x="{LEFT}" y="18">{escape(title)}</text>']
-    for t in f.y_ticks:
+    for t, text in zip(f.y_ticks, tick_labels(f.y_ticks)):
         y = f.py(t)
         out.append(f'<line class="g" x1="{LEFT}" x2="{w - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text class="k" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_num(t)}</text>')
-    for t in f.x_ticks:
+        out.append(f'<text class="k" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{text}</text>')
+    for t, text in zip(f.x_ticks, tick_labels(f.x_ticks)):
         x = f.px(t)
         out.append(f'<line class="g" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{h - BOTTOM}"/>')
-        out.append(f'<text class="k" x="{x:.1f}" y="{h - BOTTOM + 15}" text-anchor="middle">{_num(t)}</text>')
+        out.append(f'<text class="k" x="{x:.1f}" y="{h - BOTTOM + 15}" text-anchor="middle">{text}</text>')
     out.append(f'<line class="a" x1="{LEFT}" x2="{w - RIGHT}" y1="{h - BOTTOM}" y2="{h - BOTTOM}"/>')
     out.append(f'<line class="a" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{h - BOTTOM}"/>')
     out.append(f'<text class="l" x="{(LEFT + w - RIGHT) / 2:.0f}" y="{h - 6}" text-anchor="middle">'
@@ -168,13 +180,20 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
         path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in front)
         body.append(f'<polyline fill="none" stroke="#222" stroke-width="1.3" stroke-dasharray="2 3" '
                     f'points="{path}"/>')
+    labelled: set[tuple[float, float]] = set()
     for s in series:
-        for (x, y), tip in zip(s.points, s.tips or [""] * len(s.points)):
+        for (x, y), tip, label in zip(s.points, s.tips or [""] * len(s.points),
+                                      s.labels or [""] * len(s.points)):
             on_front = (x, y) in front
             body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="{4.6 if on_front else 3.4}" '
                         f'fill="{s.color}" fill-opacity="{1 if on_front else 0.7}" '
                         f'stroke="{"#222" if on_front else "#fff"}" stroke-width="1">'
                         f'<title>{escape(tip or s.label)}</title></circle>')
+            if on_front and label and (x, y) not in labelled:
+                labelled.add((x, y))
+                left = f.px(x) > width * 0.6  # near the right edge: the label goes to the left
+                body.append(f'<text class="pl" x="{f.px(x) + (-7 if left else 7):.1f}" y="{f.py(y) - 6:.1f}" '
+                            f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
     return _svg(body, width, height, title)
 
 
