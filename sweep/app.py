@@ -128,13 +128,13 @@ def _say_outputs(result_path: Path, mlflow: bool) -> None:
     import logging
 
     from sweep.record.result import TrialResult
-    from sweep.record.tracking import launch_dir
+    from sweep.record.tracking import run_line
     from sweep.report import outputs
 
     try:
         report = outputs.single_report(result_path)
         doc = TrialResult.load(result_path)
-        line = outputs.mlflow_line(doc, launch_dir()) if mlflow else None
+        line = run_line(doc) if mlflow else None
         outputs.say(outputs.where_lines(report, outputs.plot_files(result_path.parent / outputs.PLOTS_DIR),
                                         line))
     except Exception as exc:  # noqa: BLE001 - a report bug never fails the run

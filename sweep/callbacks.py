@@ -254,13 +254,6 @@ class SweepCallback(Callback):
     @staticmethod
     def _mlflow_line(sweep_dir: Path, config: DictConfig) -> str | None:
         """Where the sweep's parent run is (None when MLflow is off or was unreachable)."""
-        from sweep.record.parent import read_parent_file
-        from sweep.record.tracking import launch_dir
-        from sweep.report.outputs import ui_hint
+        from sweep.record.tracking import sweep_line
 
-        record = read_parent_file(sweep_dir)
-        if not _settings(config).enabled or not record.get("run_id"):
-            return None
-        return (f"parent run {record['run_id']} ({record.get('name') or sweep_dir.name}) in experiment "
-                f"'{record.get('experiment')}' at {record.get('tracking_uri')}, its trials nested under it; "
-                f"{ui_hint(launch_dir())} (Artifacts: report.html, plots/)")
+        return sweep_line(sweep_dir) if _settings(config).enabled else None

@@ -114,7 +114,7 @@ def ensure_parent(tracker: Tracker, sweep_dir: Path) -> str:
         found = tracker.find_run(TAG_SWEEP_KEY, sweep_key(sweep_dir), "sweep")
         run_id = str(found.info.run_id) if found else _create_parent(tracker, sweep_dir, record)
         record.update({"run_id": run_id, "tracking_uri": tracker.display_uri,
-                       "experiment": tracker.experiment})
+                       "experiment": tracker.experiment, "experiment_id": exp})
         record.setdefault("sweep_id", sweep_id(sweep_dir))
         write_parent_file(sweep_dir, record)
         return run_id

@@ -218,6 +218,7 @@ class MlflowInfo(Record):
     synced: bool = False
     tracking_uri: str | None = None
     experiment: str | None = None
+    experiment_id: str | None = None
 
 
 @dataclass(kw_only=True)

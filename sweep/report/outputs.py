@@ -89,22 +89,6 @@ def where_lines(report: Path | None, plots: Sequence[Path], mlflow: str | None =
     return lines
 
 
-def mlflow_line(doc: TrialResult, launch_dir: Path | None = None) -> str | None:
-    """Where the trial's MLflow run is and how to open it (None when it was not logged)."""
-    info = doc.mlflow
-    if info is None or not info.run_id:
-        return None
-    return (f"run {info.run_id} in experiment '{info.experiment}' at {info.tracking_uri}; "
-            f"{ui_hint(launch_dir)} (its Artifacts: result.json, server.log, plots/)")
-
-
-def ui_hint(launch_dir: Path | None) -> str:
-    """How to open the MLflow UI on the default store (the directory the run was launched from)."""
-    if launch_dir is None or Path(launch_dir).resolve() == Path.cwd().resolve():
-        return "`mlflow ui` here shows it"
-    return f"`mlflow ui` in {shown(launch_dir)} shows it"
-
-
 def say(lines: Sequence[str]) -> None:
     """Print the closing lines on stderr, after the trial's own summary."""
     import sys
@@ -113,5 +97,5 @@ def say(lines: Sequence[str]) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-__all__ = ["FILENAME", "PLOTS_DIR", "mlflow_line", "plot_files", "say", "single_report", "sweep_plots",
-           "trial_plots", "ui_hint", "where_lines"]
+__all__ = ["FILENAME", "PLOTS_DIR", "plot_files", "say", "single_report", "sweep_plots", "trial_plots",
+           "where_lines"]

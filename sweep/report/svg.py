@@ -44,11 +44,9 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + step * 0.5:
-        ticks.append(round(t, 10))
-        t += step
+    ticks = [round(start, 10)]
+    while ticks[-1] < hi - step * 1e-9:  # the last tick covers hi: no point above the frame
+        ticks.append(round(start + len(ticks) * step, 10))
     return ticks
 
 
@@ -192,7 +190,9 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
             if on_front and label and (x, y) not in labelled:
                 labelled.add((x, y))
                 left = f.px(x) > width * 0.6  # near the right edge: the label goes to the left
-                body.append(f'<text class="pl" x="{f.px(x) + (-7 if left else 7):.1f}" y="{f.py(y) - 6:.1f}" '
+                below = f.py(y) < TOP + 16    # near the title: the label goes under the point
+                body.append(f'<text class="pl" x="{f.px(x) + (-7 if left else 7):.1f}" '
+                            f'y="{f.py(y) + (15 if below else -6):.1f}" '
                             f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
     return _svg(body, width, height, title)
 

@@ -14,8 +14,8 @@ from sweep.score.metrics import headline
 
 def _speedup(doc: TrialResult) -> str:
     x = doc.speedup_vs_baseline
-    if x is None and headline(doc).tok_s is None:
-        return "-"  # nothing measured to compare (a failed trial): no baseline hint
+    if x is None and (headline(doc).tok_s is None or not doc.ok):
+        return "-"  # nothing (complete) measured to compare: no baseline hint
     if x is None:
         return "- (no spec=none baseline yet; baseline.auto_run=true runs one)"
     return f"{x:.2f}x"

@@ -1,0 +1,115 @@
+"""Every command block of README.md runs as written, in order, from a fresh copy of the checkout.
+
+What a new user types is what this runs: each block's commands (tests/readme_blocks.py
+reads them and the ``<!-- readme-test: ... -->`` comment before a block) in one
+directory that starts as a copy of the files git tracks -- a clone -- so a later
+block sees what an earlier one left (``python -m sweep.report --dir multirun/``
+reports the grid above it). Each command must exit as the block says (0 unless
+``exit N``); a transcript's shown output must appear in what it printed; no output
+may pass a simulated failure off as SGLang's own (its "open an issue" text).
+
+The time of every command is printed at the end of the test session (the README
+says how long each example takes; this is where those figures come from).
+Blocks that cannot run here say why in their comment and show as skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import llamacpp_env
+import readme_blocks
+from _support import ROOT
+
+README = ROOT / "README.md"
+BLOCKS = readme_blocks.blocks(README)
+# No output may dress a simulated server up as SGLang asking for bug reports.
+NOT_IN_OUTPUT = ("sgl-project/sglang/issues", "Open an issue on GitHub")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files a clone of this commit has (tracked, plus new files not yet committed)."""
+    dest = tmp_path_factory.mktemp("readme") / "specsweep"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, listed):
+        src = ROOT / name.decode()
+        if src.is_file():
+            (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name.decode()).write_bytes(src.read_bytes())
+            (dest / name.decode()).chmod(src.stat().st_mode)
+    return dest
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # `python` is ours
+    env.pop("MLFLOW_TRACKING_URI", None)  # the README's default: sqlite:///mlflow.db where you run it
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "160"
+    return env
+
+
+def _in_order(expected: list[str], output: str) -> str | None:
+    """The first expected line not found (in order, spaces normalised); None when all are."""
+    text = " ".join(output.split())
+    at = 0
+    for line in expected:
+        want = " ".join(line.split())
+        found = text.find(want, at)
+        if found < 0:
+            return line
+        at = found + len(want)
+    return None
+
+
+def test_the_readme_has_blocks_and_every_skip_says_why() -> None:
+    ran = [b for b in BLOCKS if not b.skip]
+    assert len(ran) >= 5, [b.id for b in BLOCKS]
+    assert all(b.skip.strip() for b in BLOCKS if b.skip)
+    # the skip list stays small: a skipped example is one nobody checks
+    assert len([b for b in BLOCKS if b.skip]) <= 5, [f"{b.id}: {b.skip}" for b in BLOCKS if b.skip]
+
+
+def _items() -> list[object]:
+    """One test per command (each its own time limit), skipped as its block says."""
+    items: list[object] = []
+    for block in BLOCKS:
+        for cmd in block.commands:
+            marks = [pytest.mark.timeout(block.timeout_s + 60)]
+            if block.skip:
+                marks.append(pytest.mark.skip(reason=f"README.md:{block.line}: {block.skip}"))
+            items.append(pytest.param(block, cmd, marks=marks, id=f"L{cmd.line}-{block.id.split('-', 1)[1]}"))
+    return items
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block, cmd", _items())
+def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, checkout: Path) -> None:
+    if "llamacpp" in block.needs:
+        llamacpp_env.require()
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(["bash", "-c", cmd.text], cwd=checkout, env=_env(), capture_output=True,
+                             text=True, timeout=block.timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        readme_blocks.TIMES.append((cmd.line, cmd.text, time.monotonic() - t0, "timeout"))
+        pytest.fail(f"README.md:{cmd.line}: `{cmd.text}` ran past {block.timeout_s:.0f} s\n"
+                    f"{str(exc.stderr or '')[-3000:]}")
+    took = time.monotonic() - t0
+    both = out.stdout + out.stderr
+    readme_blocks.TIMES.append((cmd.line, cmd.text, took, f"exit {out.returncode}"))
+    assert out.returncode == block.exit, (
+        f"README.md:{cmd.line}: `{cmd.text}` exited {out.returncode}, the README says {block.exit}\n"
+        f"{out.stderr[-4000:]}\n{out.stdout[-2000:]}")
+    missing = _in_order(cmd.expected, both)
+    assert missing is None, f"README.md:{cmd.line}: `{cmd.text}` did not print {missing!r}:\n{both[-3000:]}"
+    for text in NOT_IN_OUTPUT:
+        assert text not in both, f"README.md:{cmd.line}: `{cmd.text}` printed {text!r}"
