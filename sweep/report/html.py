@@ -83,9 +83,10 @@ def _table(g: Group) -> str:
         lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
                for k in ("ttft", "tpot")}
         mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
+        peak_nd = 0 if (rec["tok_s_peak"] or 0) >= 100 else 1  # 0.5 tok/s is not "0"
         rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
                     f"<td>{escape(r.name)}</td><td>{status}</td>{_td(_headline_html(g, r))}"
-                    f"{_td(_f(rec['tok_s_peak'], 0))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
+                    f"{_td(_f(rec['tok_s_peak'], peak_nd))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
                     + (_td(_rate_html(r)) if rated else "")
                     + f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
                     + (_td(str(rec['errors'] if rec['errors'] is not None else '–')) if erred else "")

@@ -8,6 +8,7 @@ in how to run a trial (``run``), so this module does not import the trial.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,8 +75,10 @@ def ensure_baseline(cfg: TrialConfig, ctx: TrialContext,
         return None
     keep = [o for o in ctx.overrides
             if not o.lstrip("+~").startswith(("spec", "baseline.auto_run", "hydra"))]
-    node = cmdline.compose([*keep, "spec=none", "baseline.auto_run=false"])
+    own = [*keep, "spec=none", "baseline.auto_run=false"]
+    node = cmdline.compose(own)
     bcfg, launch, ports = place(node, from_omegaconf(node), keep)  # its port, as the trial's own
     job_dir = ctx.job_dir / "baseline"
-    run(bcfg, launch, ctx.elsewhere(job_dir), ports)
+    # its own overrides: what its run name and its rerun command are made of
+    run(bcfg, launch, dataclasses.replace(ctx.elsewhere(job_dir), overrides=tuple(own)), ports)
     return job_dir / "result.json"

@@ -155,6 +155,7 @@ def test_a_grid_without_a_baseline_runs_one_and_reports_acceptance_and_speedup(s
     assert len(baselines) == 1 and len(trials) == 2, [d["trial"]["name"] for d in docs]
     _ok(baselines[0])
     assert Path(baselines[0]["trial"]["job_dir"]).name == "baseline"  # run by the first job, once
+    assert "spec=none" in baselines[0]["trial"]["overrides"]  # its own overrides: its name, its rerun command
     for doc in trials:
         _ok(doc)
         assert doc["speedup_vs_baseline"] is not None and doc["speedup_vs_baseline"] > 0

@@ -113,6 +113,24 @@ def test_budget_grid_on_b300_fails_large_budgets_with_cuda_graph(tmp_path: Path)
     assert tail[-2].startswith("report: ") and tail[-1].startswith("plots:  "), tail[-3:]
 
 
+def test_baseline_auto_run_runs_the_baseline_first_and_the_single_report_shows_both(tmp_path: Path) -> None:
+    port = free_port()
+    out = sweep(tmp_path, *FAST, "workload.coding=off", "spec.budget=4", "baseline.auto_run=true",
+                f"server.port={port}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    docs = results(tmp_path / "outputs")
+    [base] = [d for d in docs if d["config"]["spec"]["algorithm"] == "none"]
+    [spec] = [d for d in docs if d["config"]["spec"]["algorithm"] == "ddtree"]
+    assert base["status"] == spec["status"] == "ok"
+    assert Path(base["trial"]["job_dir"]) == Path(spec["trial"]["job_dir"]) / "baseline"
+    assert "spec=none" in base["trial"]["overrides"] and "spec.budget=4" not in base["trial"]["overrides"]
+    assert spec["speedup_vs_baseline"] == pytest.approx(
+        spec["metrics"]["tok_s_lowc"] / base["metrics"]["tok_s_lowc"], rel=1e-3)
+    report = (Path(spec["trial"]["job_dir"]) / "report.html").read_text()
+    assert base["trial"]["name"] in report and spec["trial"]["name"] in report and "× the baseline" in report
+    assert sim_pids(port) == []
+
+
 def test_workload_only_multirun_starts_the_server_once(tmp_path: Path) -> None:
     port = free_port()
     out = sweep(tmp_path, "-m", "workload.max_tokens=32,64", *FAST, f"server.port={port}")
