@@ -179,6 +179,7 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
         body.append(f'<polyline fill="none" stroke="#222" stroke-width="1.3" stroke-dasharray="2 3" '
                     f'points="{path}"/>')
     labelled: set[tuple[float, float]] = set()
+    placed: list[tuple[float, float]] = []  # where labels went
     for s in series:
         for (x, y), tip, label in zip(s.points, s.tips or [""] * len(s.points),
                                       s.labels or [""] * len(s.points)):
@@ -191,8 +192,11 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
                 labelled.add((x, y))
                 left = f.px(x) > width * 0.6  # near the right edge: the label goes to the left
                 below = f.py(y) < TOP + 16    # near the title: the label goes under the point
-                body.append(f'<text class="pl" x="{f.px(x) + (-7 if left else 7):.1f}" '
-                            f'y="{f.py(y) + (15 if below else -6):.1f}" '
+                lx, ly = f.px(x) + (-7 if left else 7), f.py(y) + (15 if below else -6)
+                while any(abs(ly - py) < 11 and abs(lx - px) < 70 for px, py in placed):
+                    ly += 11  # a label already there (two front points close together): below it
+                placed.append((lx, ly))
+                body.append(f'<text class="pl" x="{lx:.1f}" y="{ly:.1f}" '
                             f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
     return _svg(body, width, height, title)
 
