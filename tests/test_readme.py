@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,18 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _slurm_cluster() -> Any:
+    """The test SLURM cluster (started or reused), or skip (fail under CI) without SLURM."""
+    from _support.slurm_cluster import missing, start
+
+    gone = missing()
+    if gone:
+        if os.environ.get("CI"):
+            pytest.fail(f"SLURM is not installed ({', '.join(gone)}): .ci/run installs it")
+        pytest.skip(f"SLURM not installed ({', '.join(gone)})")
+    return start()
+
+
 def _in_order(expected: list[str], output: str) -> str | None:
     """The first expected line not found (in order, spaces normalised); None when all are."""
     text = " ".join(output.split())
@@ -80,6 +93,8 @@ REVIEWED_SKIPS = (
     "mlflow ui",                  # runs until Ctrl-C; tests/record/test_ui_chromium.py opens the pages
     "pip install -e '.[llamacpp]'",  # .ci/run installs the extras (a pip here would repoint the venv)
     "python -m sweep.calibrate",  # needs result files from a real GPU box
+    "python -m sweep -m hydra/sweeper=optuna launcher=slurm hydra.sweeper.n_jobs=4",  # a GPU cluster's
+    # partition, account, database and MLflow server (the test cluster runs the block before it)
 )
 
 
@@ -128,9 +143,12 @@ def _items() -> list[object]:
 def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, checkout: Path) -> None:
     if "llamacpp" in block.needs:
         llamacpp_env.require()
+    env = _env()
+    if "slurm" in block.needs:
+        env.update(_slurm_cluster().env)
     t0 = time.monotonic()
     try:
-        out = subprocess.run(["bash", "-c", cmd.text], cwd=checkout, env=_env(), capture_output=True,
+        out = subprocess.run(["bash", "-c", cmd.text], cwd=checkout, env=env, capture_output=True,
                              text=True, timeout=block.timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         readme_blocks.TIMES.append((cmd.line, cmd.text, time.monotonic() - t0, "timeout"))
