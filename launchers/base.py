@@ -76,6 +76,12 @@ class ServerLauncher(abc.ABC):
     def ensure(self, launch: Launch, server: Endpoint, trial_dir: Path) -> ServerHandle:
         """Reuse or (re)start the server for ``launch``; raise LaunchFailure."""
 
+    def pick_port(self, host: str, preferred: int) -> int:
+        """The port a server for ``host:preferred`` should listen on when the user did not fix
+        one (``server.port`` not given). Only a launcher that can see its ports picks another;
+        this one keeps ``preferred``."""
+        return preferred
+
     @abc.abstractmethod
     def log_mark(self) -> Any:
         """An opaque position in the server log (start of a trial window)."""

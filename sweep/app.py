@@ -87,24 +87,47 @@ def print_dry_run(launch: Launch, simulated: bool, secret_flags: tuple[str, ...]
 @hydra.main(config_path="pkg://sweep.conf", config_name="config", version_base="1.3")
 def task(cfg: DictConfig) -> Any:
     from sweep.compose.config import from_omegaconf
-    from sweep.compose.render import render
 
     secrets.install_log_masking()
     trial_cfg = from_omegaconf(cfg)  # a ConfigError: one line at the boundary (checked up front anyway)
-    launch = render(trial_cfg)
+    from hydra.core.hydra_config import HydraConfig
+
+    from sweep.trial.port import place
+
+    # the port its server listens on: server.port when given, else the next free one from it
+    trial_cfg, launch, ports = place(cfg, trial_cfg, list(HydraConfig.get().overrides.task))
     if trial_cfg.dry_run:
         secrets.configure(trial_cfg.secret_names)
         secrets.remember(launch.secrets)
         print_dry_run(launch, trial_cfg.simulated, trial_cfg.server.secret_flags)
         return None
-    from hydra.core.hydra_config import HydraConfig
-
     from sweep.trial.run import run_trial
 
     mode = HydraConfig.get().mode
     try:
-        ret = run_trial(trial_cfg, launch, cfg)
+        ret = run_trial(trial_cfg, launch, cfg, ports=ports)
     except DiskFull as exc:  # the servers were stopped; the whole run ends (not one job of a grid)
         raise StopRun() from exc
-    _outcomes.append((mode is not None and mode.name == "MULTIRUN", str(ret.get("status"))))
+    multirun = mode is not None and mode.name == "MULTIRUN"
+    _outcomes.append((multirun, str(ret.get("status"))))
+    if not multirun and ret.get("result_path"):
+        _say_outputs(Path(str(ret["result_path"])), trial_cfg.mlflow.enabled)
     return ret
+
+
+def _say_outputs(result_path: Path, mlflow: bool) -> None:
+    """A single run ends with its report, its plots and its MLflow run (a multirun: the callback)."""
+    import logging
+
+    from sweep.record.result import TrialResult
+    from sweep.record.tracking import run_line
+    from sweep.report import outputs
+
+    try:
+        report = outputs.single_report(result_path)
+        doc = TrialResult.load(result_path)
+        line = run_line(doc) if mlflow else None
+        outputs.say(outputs.where_lines(report, outputs.plot_files(result_path.parent / outputs.PLOTS_DIR),
+                                        line))
+    except Exception as exc:  # noqa: BLE001 - a report bug never fails the run
+        logging.getLogger(__name__).warning("could not write the report: %s", exc)

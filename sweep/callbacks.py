@@ -19,7 +19,6 @@ callback) mask theirs too. A multirun holds its sweep dir
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -271,12 +270,21 @@ class SweepCallback(Callback):
             log.warning("could not print the sweep summary: %s", exc)
         try:
             from sweep.record.result import iter_results
-            from sweep.report import html
+            from sweep.report import html, outputs
 
             found = sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))
             if found:
-                path = html.write_report([d for _, d in found], sweep_dir / html.FILENAME, title=str(title),
+                docs = [d for _, d in found]
+                path = html.write_report(docs, sweep_dir / html.FILENAME, title=str(title),
                                          sources=[str(p) for p, _ in found])
-                print(f"report: {path}", file=sys.stderr, flush=True)
+                drawn = outputs.sweep_plots(docs, sweep_dir)
+                outputs.say(outputs.where_lines(path, drawn, self._mlflow_line(sweep_dir, config)))
         except Exception as exc:  # noqa: BLE001 - a report bug never fails the sweep
             log.warning("could not write the HTML report: %s", exc)
+
+    @staticmethod
+    def _mlflow_line(sweep_dir: Path, config: DictConfig) -> str | None:
+        """Where the sweep's parent run is (None when MLflow is off or was unreachable)."""
+        from sweep.record.tracking import sweep_line
+
+        return sweep_line(sweep_dir) if _settings(config).enabled else None

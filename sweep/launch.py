@@ -58,6 +58,10 @@ class Launch:
     env: Mapping[str, str]
     secrets: frozenset[str] = field(default_factory=frozenset)
     box: BoxNeeds | None = field(default=None, compare=False)
+    # The fingerprint of the launch as configured, when it was moved to another port because
+    # the configured one was in use (server.port unset; sweep/trial/port.py): where a server
+    # listens is not what it is, so reuse, resume and comparisons see the same server.
+    identity: str | None = field(default=None, compare=False)
 
     @property
     def argv(self) -> list[str]:
@@ -65,6 +69,8 @@ class Launch:
 
     @property
     def fingerprint(self) -> str:
+        if self.identity:
+            return self.identity
         blob = json.dumps({"argv": self.argv, "env": dict(sorted(self.env.items()))},
                           sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

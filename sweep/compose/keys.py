@@ -82,7 +82,7 @@ TEXT = Rule("str")
 RULES: dict[str, Rule] = {
     # -- top level
     "dry_run": BOOL,
-    "baseline.auto_run": BOOL,
+    "baseline.auto_run": _enum(True, False, "auto"),  # auto: real engines only (not server=sim)
     "results.search_dirs": Rule("paths"),
     "resume.rerun_failed": BOOL,
     "resume.deterministic_failures": Rule("strs"),

@@ -113,7 +113,9 @@ def mlflow(node: Mapping[str, Any]) -> Mlflow:
 @dataclass(frozen=True, slots=True)
 class Results:
     search_dirs: tuple[str, ...] = field(default_factory=tuple)  # where baselines are looked up
-    baseline_auto_run: bool = False  # run the spec=none baseline first when none exists
+    # run the spec=none baseline first when none exists: true, false, or "auto" (real engines,
+    # unless the grid has a spec=none job of its own; sweep/trial/autobaseline.py)
+    baseline_auto_run: bool | str = "auto"
     # A rerun grid (same hydra.sweep.dir): failed jobs run again too (interrupted ones always do)
     rerun_failed: bool = False
     # ... except, without rerun_failed, those that failed for these reasons (they would again)
@@ -123,7 +125,7 @@ class Results:
 def results(cfg: Mapping[str, Any]) -> Results:
     resume = cfg.get("resume") or {}
     return Results(search_dirs=_v(cfg.get("results") or {}, "results", "search_dirs", ()),
-                   baseline_auto_run=_v(cfg.get("baseline") or {}, "baseline", "auto_run", False),
+                   baseline_auto_run=_v(cfg.get("baseline") or {}, "baseline", "auto_run", "auto"),
                    rerun_failed=_v(resume, "resume", "rerun_failed", False),
                    deterministic_failures=_v(resume, "resume", "deterministic_failures", ()))
 
