@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from sweep.bench.client import RequestResult
+    from sweep.bench.request import RequestResult
 
 # --------------------------------------------------------------------------- declarations
 
