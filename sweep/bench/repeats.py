@@ -37,7 +37,8 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
     out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
-                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped)
+                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
+                  load_search=runs[0].load_search)
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]
         if not values:

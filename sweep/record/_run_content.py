@@ -34,7 +34,9 @@ RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "ru
 CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
                ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
                ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
-               ("errors", "errors"), ("usd_per_mtok", "usd_per_mtok"))
+               ("errors", "errors"), ("usd_per_mtok", "usd_per_mtok"),
+               ("slo_attainment", "slo_attainment"), ("goodput_req_s", "goodput_req_s"),
+               ("goodput_tok_s", "goodput_tok_s"))
 SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -177,7 +179,8 @@ def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
     result.json keeps them whole)."""
     from sweep.report.records import rounded
 
-    cells = [c.to_dict() for c in doc.cells]
+    # latencies (up to 256 rows a cell) stay in result.json, an artifact of the run already
+    cells = [{k: v for k, v in c.to_dict().items() if k != "latencies"} for c in doc.cells]
     keys = list(dict.fromkeys(k for c in cells for k in c))
     return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else rounded(c.get(k))
                 for c in cells] for k in keys}
