@@ -155,3 +155,45 @@ def test_rate_search_halves_when_the_first_probe_misses() -> None:
     assert s.met <= 2.7 < s.missed and (s.missed - s.met) <= 0.1 * s.met
     none = LoadSearch(start=1, limit=8, integer=True)
     assert run_search(none, edge=0.5) == [1] and none.stopped == "first_missed" and none.met is None
+
+
+def judged_trial(pass_rate: float = 1.0, max_load: dict | None = None):
+    """A trial judged under TPOT <= 20 ms: concurrency 1, 4 meet it, 16 does not."""
+    from sweep.record.result import Coding, MaxLoad, TrialResult
+    from sweep.score import metrics as score
+
+    cells = []
+    for conc, tpot, tok_s in ((1, 8.0, 100.0), (4, 15.0, 300.0), (16, 40.0, 700.0)):
+        rows = [[50.0, tpot, 50 + tpot * 63, 64, tpot] for _ in range(8)]
+        judged = judge(rows, Slo(tpot_ms=20), requests=8, ok=8, duration_s=8 * 64 / tok_s, completion_tokens=512)
+        cells.append(Cell(context=512, concurrency=conc, requests=8, errors=0, output_tok_s=tok_s,
+                          per_stream_tok_s=1000 / tpot, completion_tokens=512, duration_s=8 * 64 / tok_s,
+                          latencies=rows, slo_attainment=judged.slo_attainment if judged else None,
+                          goodput_tok_s=judged.goodput_tok_s if judged else None))
+    doc = TrialResult(status="ok", cells=cells, coding=Coding(eval="five", passed=5, total=5, pass_rate=pass_rate),
+                      config={"objective": {"metric": "goodput", "slo": {"tpot_ms": 20},
+                                            "constraints": {"coding_pass_rate_min": 1.0, "max_errors": 0}}},
+                      max_load=MaxLoad.from_dict(max_load) if max_load else None)
+    doc.metrics = score.metrics(doc)
+    return doc
+
+
+def test_goodput_and_max_load_objectives_under_the_slo() -> None:
+    from sweep.compose.settings import Objective
+    from sweep.score.noise import objective_interval
+    from sweep.score.objective import feasible, objective_value
+
+    doc = judged_trial()
+    assert doc.metrics.goodput_tok_s == pytest.approx(300.0)     # c16 missed: no goodput there
+    assert doc.metrics.max_load == 4.0                           # the highest measured load meeting it
+    assert doc.metrics.per_stream_tok_s_lowc == pytest.approx(125.0)
+    goodput = Objective.from_mapping({"metric": "goodput", "slo": {"tpot_ms": 20}})
+    assert objective_value(doc, goodput) == pytest.approx(300.0) and feasible(doc, goodput)
+    # the answers changed: no max load, and infeasible whatever the objective
+    wrong = judged_trial(pass_rate=0.8)
+    assert wrong.metrics.max_load is None and not feasible(wrong, goodput)
+    # the search's answer wins over the matrix's, with its uncertainty as the tie rule's interval
+    searched = judged_trial(max_load={"over": "concurrency", "value": 6, "value_ci": [5, 7]})
+    max_load = Objective.from_mapping({"metric": "max_load", "slo": {"tpot_ms": 20}})
+    assert objective_value(searched, max_load) == 6
+    assert objective_interval(searched, max_load, 6.0) == (5.0, 7.0)
