@@ -258,7 +258,7 @@ def schedules_of(group: Group, slo: Slo | None = None) -> list[Schedule]:
         return []
     own = slo_of(group.rows[0].doc)
     slo = slo if slo is not None else (own if own.active else None)
-    rate = any(c.request_rate for r in rows for c in r.doc.cells)
+    rate = any(c.request_rate and c.load_search == "max_load" for r in rows for c in r.doc.cells)
     out = []
     for ctx in sorted({c.context for r in rows for c in ok_cells(r.doc.cells)}):
         cells = {id(r): {load_of(c): c for c in ok_cells(r.doc.cells) if c.context == ctx} for r in rows}

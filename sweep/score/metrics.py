@@ -126,8 +126,11 @@ def cell_goodput(cell: Cell, slo: Slo, recorded: Slo | None = None) -> tuple[flo
 
 
 def load_of(cell: Cell) -> float:
-    """The load a cell applied: its Poisson rate (req/s), else its in-flight requests."""
-    return float(cell.request_rate) if cell.request_rate else float(cell.concurrency)
+    """The load a cell stands for: the rate (req/s) of a max-load probe over rate, else its in-flight
+    requests (a Poisson matrix's cells share one rate and differ by their in-flight cap)."""
+    if cell.request_rate and cell.load_search == "max_load":
+        return float(cell.request_rate)
+    return float(cell.concurrency)
 
 
 def max_load_of(result: TrialResult, slo: Slo | None = None) -> float | None:
@@ -160,7 +163,7 @@ def within_load(cells: Sequence[C], max_load: MaxLoad | None) -> list[C]:
     edge = max_load.value if max_load.value is not None else 0.0
     out = []
     for c in cells:
-        rate = getattr(c, "request_rate", None)
+        rate = getattr(c, "request_rate", None) if max_load.over == "rate" else None
         load = float(rate) if rate else float(getattr(c, "concurrency"))
         if getattr(c, "load_search", None) != "max_load" or load <= edge:
             out.append(c)
