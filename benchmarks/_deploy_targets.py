@@ -12,7 +12,9 @@ TPOT per concurrency with the simulator's run-to-run noise, at one context,
 under a TPOT SLO); found when the incumbent (the highest *measured* max load
 of a feasible trial) truly carries within the search's tolerance (10%) of the
 truly best config's max load. A probe costs its cell (warm-up + requests x
-tokens at the truth's tok/s), so the search's own price is charged.
+tokens at the truth's tok/s), so the search's own price is charged. The SLO
+(``--slo-tpot-ms``) defaults to the truth's own median config's TPOT at
+concurrency 32: about half the configs carry 32, the edges spread over the ladder.
 
 Both read the truth through ``search_efficiency.Twin`` (shipped or perturbed:
 ``_perturbed_twin.py``); the pre-screen keeps its own twin.
@@ -27,8 +29,9 @@ from typing import Any
 
 WITHIN = 0.02
 LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-# a TPOT SLO per box that puts the edge mid-ladder on the shipped twin (ms per output token)
-SLO_TPOT_MS = {"b300": 12.0, "pro6000": 60.0}
+# Without --slo-tpot-ms the SLO is calibrated on the truth itself: the median config's TPOT at this
+# concurrency, so about half the configs carry it and the edges spread across the ladder.
+SLO_AT_CONCURRENCY = 32
 
 
 def incumbent_lines(study: Any, space: Any) -> tuple[str, ...] | None:
@@ -38,10 +41,6 @@ def incumbent_lines(study: Any, space: Any) -> tuple[str, ...] | None:
     except ValueError:
         return None
     return tuple(space.overrides(best.params) + list(best.user_attrs.get("workaround") or []))
-
-
-def box_of(hardware: str) -> str:
-    return "b300" if hardware.startswith("b300") else "pro6000" if hardware.startswith("pro6000") else hardware
 
 
 # ---------------------------------------------------------------------------------- schedule
@@ -98,9 +97,22 @@ class MaxLoadTarget:
     name: str = "max_load"
     best: float = 0.0
     truth: dict[tuple[str, ...], float] = field(default_factory=dict)
+    calibrated: dict[str, float] = field(default_factory=dict)  # per hardware, when tpot_ms is not given
 
     def slo(self, hardware: str) -> float:
-        return self.tpot_ms if self.tpot_ms is not None else SLO_TPOT_MS.get(box_of(hardware), 50.0)
+        if self.tpot_ms is not None:
+            return self.tpot_ms
+        return self.calibrated.get(hardware, 1e6)  # a placeholder until calibrate()
+
+    def calibrate(self, land: Any, lines: list[tuple[str, ...]]) -> bool:
+        """Set this box's SLO from the truth (SLO_AT_CONCURRENCY); True when it changed (compose again)."""
+        if self.tpot_ms is not None or land.hardware in self.calibrated:
+            return False
+        tpots = sorted(land.twin.ladder(x)[SLO_AT_CONCURRENCY - 1]["tpot_ms_p50"] for x in lines
+                       if not land.twin.of(x)["failure"])
+        self.calibrated[land.hardware] = float(f"{tpots[len(tpots) // 2]:.3g}")
+        self.truth.clear()
+        return True
 
     def objective_overrides(self, hardware: str) -> list[str]:
         ladder = ",".join(map(str, LADDER))
@@ -145,6 +157,8 @@ class MaxLoadJob:
 
     def __init__(self, target: MaxLoadTarget, land: Any, seed: int, ledger: Any) -> None:
         self.target, self.land, self.seed, self.ledger = target, land, seed, ledger
+        self.metrics: list[str] | None = None
+        self.n_objectives = 1
 
     def __call__(self, number: int, overrides: list[str]) -> Any:
         from hydra_plugins.specsweep_optuna_sweeper import _result
@@ -187,4 +201,4 @@ class MaxLoadJob:
                                stopped=search.stopped, probes=len(search.probes))
         doc.status = "ok"
         doc.metrics = metrics(doc)
-        return _result.from_return(trial_return(doc, objective_of(doc), ""), None, 1)
+        return _result.from_return(trial_return(doc, objective_of(doc), ""), self.metrics, self.n_objectives)

@@ -240,6 +240,9 @@ class TwinJob:
 
     def __init__(self, twin: Twin, seed: int, sigma: float, ledger: Ledger) -> None:
         self.twin, self.seed, self.sigma, self.ledger = twin, seed, sigma, ledger
+        # what the study reads from a return (hydra.sweeper.metrics: a multi-objective study's values)
+        self.metrics: list[str] | None = None
+        self.n_objectives = 1
 
     def __call__(self, number: int, overrides: list[str]) -> Any:
         from hydra_plugins.specsweep_optuna_sweeper import _result
@@ -283,7 +286,7 @@ class TwinJob:
         if doc.status == "running":
             doc.status = "ok"
         doc.metrics = metrics(doc)
-        return _result.from_return(trial_return(doc, objective_of(doc), ""), None, 1)
+        return _result.from_return(trial_return(doc, objective_of(doc), ""), self.metrics, self.n_objectives)
 
 
 # ---------------------------------------------------------------------------------- one search
@@ -382,6 +385,7 @@ def search(land: Landscape, strategy_overrides: list[str], seed: int, max_trials
     target = target or ObjectiveTarget()
     ledger = Ledger()
     job = target.job(land, seed, ledger)
+    job.metrics, job.n_objectives = settings.metrics, len(settings.directions)
     pruner = _prune.build(settings.pruner, len(settings.directions))
     loop = SearchLoop(study, space, job, n_trials=max_trials, deterministic=settings.deterministic,
                       reuse_completed=settings.reuse_completed, rules=rules,
@@ -466,8 +470,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay a recorded real landscape (specsweep.landscape/1) with its measured noise "
                          "instead of a twin (_landscape_replay.py)")
     ap.add_argument("--slo-tpot-ms", type=float, default=None,
-                    help="--target max_load: the TPOT SLO (default per box: b300 12 ms, pro6000 60 ms; a "
-                         "landscape: twice its baseline's TPOT at the lowest load)")
+                    help="--target max_load: the TPOT SLO (default: the truth's median config's TPOT at "
+                         "concurrency 32, so about half the configs carry 32; a landscape: twice its "
+                         "baseline's TPOT at the lowest load)")
     ap.add_argument("--strategies", default=None, help="comma-separated (default: every one of the target)")
     ap.add_argument("--max-trials", type=int, default=None,
                     help="counted trials before a search gives up (default: the valid space's size)")
@@ -519,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
             objective = (objective_overrides(args.objective) if args.target == "objective"
                          else target.objective_overrides(hw))
             land = landscape(hw, objective, args.override, perturb)
+            if args.target == "max_load" and target.calibrate(land, valid_lines(land)):
+                land = landscape(hw, target.objective_overrides(hw), args.override, perturb)  # with its SLO
             box = "b300" if hw == "b300" else "pro6000"
             cal = {"subset": str(cal_dir / f"{box}.yaml"), "none": "none",
                    "shipped": str(ROOT / "sweep" / "sim" / "calibrations" / f"{box}.yaml")}[args.prescreen_twin]
