@@ -10,7 +10,7 @@ line per config, the best envelope marked; ``pareto-user-vs-gpu.png``) into
 the directory.
 
     python -m sweep.schedule --dir multirun/2026-12-01/10-00-00
-        [--slo tpot_ms=50 --slo ttft_ms=2000] [--percentile 90] [--no-write]
+        [--slo tpot_ms=50 --slo ttft_ms=2000] [--percentile 90] [--no-slo] [--no-write]
 
 ``--slo`` judges under another SLO than the trials ran with, from the
 latency rows each cell keeps (the trials' own ``objective.slo`` by default).
@@ -39,11 +39,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "repeatable")
     p.add_argument("--percentile", type=float, default=None,
                    help="with --slo: the share of requests (percent) that must meet every limit (default 90)")
+    p.add_argument("--no-slo", action="store_true",
+                   help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
     return p.parse_args(argv)
 
 
 def _slo(args: argparse.Namespace) -> Slo | None:
+    if args.no_slo:
+        if args.slo or args.percentile is not None:
+            raise ValueError("--no-slo: not with --slo/--percentile")
+        return Slo()  # no limit: nothing is judged
     if not args.slo and args.percentile is None:
         return None
     values: dict[str, float] = {}

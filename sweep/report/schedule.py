@@ -257,7 +257,8 @@ def schedules_of(group: Group, slo: Slo | None = None) -> list[Schedule]:
     if not rows:
         return []
     own = slo_of(group.rows[0].doc)
-    slo = slo if slo is not None else (own if own.active else None)
+    slo = slo if slo is not None else own
+    slo = slo if slo.active else None  # Slo() with no limit: every cell counts
     rate = any(c.request_rate and c.load_search == "max_load" for r in rows for c in r.doc.cells)
     out = []
     for ctx in sorted({c.context for r in rows for c in ok_cells(r.doc.cells)}):

@@ -92,6 +92,9 @@ def test_another_slo_is_judged_from_the_latency_rows(sweep_dir: Path) -> None:
     assert c32.best is not None and c32.best.name == "b300-ddtree-b8"      # b4 misses TPOT 20 ms there
     assert [e.name for e in c32.entries if not e.meets] == ["b300-ddtree-b4"]
     assert [(c.load, c.kind) for c in s.crossovers] == [(64, "baseline")]
+    # and without any limit (--no-slo) the trials' own answer comes back
+    [free] = build_schedules(docs(sweep_dir), Slo())
+    assert [(c.load, c.kind) for c in free.crossovers] == [(32, "shorter draft"), (64, "baseline")]
 
 
 def test_user_vs_gpu_front(sweep_dir: Path) -> None:
@@ -125,6 +128,7 @@ def test_the_command_writes_schedule_yaml_and_charts(sweep_dir: Path) -> None:
     (["--slo", "tpot=5"], "--slo: LIMIT=MS with LIMIT one of ttft_ms, tpot_ms, itl_ms, e2e_ms"),
     (["--slo", "tpot_ms=fast"], "--slo tpot_ms: a number of milliseconds"),
     (["--slo", "tpot_ms=5", "--percentile", "0"], "--percentile: in (0, 100]"),
+    (["--no-slo", "--slo", "tpot_ms=5"], "--no-slo: not with --slo/--percentile"),
 ])
 def test_bad_input_is_one_line_and_exit_2(sweep_dir: Path, args: list[str], message: str) -> None:
     out = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(sweep_dir), *args],
