@@ -220,17 +220,21 @@ def _cells(g: Group) -> str:
         if not r.doc.cells:
             continue
         rows = []
+        judged = any(c.slo_attainment is not None for c in r.doc.cells)  # objective.slo: sweep/slo.py
         for c in r.doc.cells:
             ci = interval(c)
             tok = _f(c.output_tok_s) + (f' <span class="ci">[{_f(ci[0])}, {_f(ci[1])}]</span>' if ci else "")
             lat = "".join(_td(" / ".join(_f(c.get(f"{m}_ms_p{q}"), 1) for q in (50, 90, 99)))
                           for m in ("ttft", "itl", "tpot"))
+            slo = (_td("–" if c.slo_attainment is None else f"{c.slo_attainment:.0%}") + _td(_f(c.goodput_tok_s))
+                   if judged else "")
             rows.append(f"<tr>{_td(str(c.context))}{_td(str(c.concurrency))}{_td(str(c.requests))}"
                         f"{_td(str(c.errors))}{_td(tok)}{_td(_f(c.per_stream_tok_s))}{lat}"
-                        f"{_td(_f(c.accept_len, 2))}</tr>")
+                        f"{_td(_f(c.accept_len, 2))}{slo}</tr>")
         head = "".join(f'<th class="n">{h}</th>' for h in (
             "ctx", "conc", "requests", "errors", "tok/s", "tok/s per stream", "TTFT p50/90/99 ms",
-            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len"))
+            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len",
+            *(("SLO attainment", "goodput tok/s") if judged else ())))
         parts.append(f"<details><summary>cells of {escape(r.name)} ({escape(r.status)})</summary>"
                      f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead>'
                      f"<tbody>{''.join(rows)}</tbody></table></div></details>")

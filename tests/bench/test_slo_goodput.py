@@ -208,3 +208,17 @@ def test_mlflow_gets_attainment_and_goodput_per_cell_with_step_concurrency() -> 
     assert got[("goodput_tok_s.ctx512", 4)] == pytest.approx(300.0)
     assert got[("goodput_tok_s", 0)] == pytest.approx(300.0) and got[("max_load", 0)] == 4.0
     assert "latencies" not in cell_table(doc)   # the rows stay in result.json (an artifact already)
+
+
+def test_the_report_shows_attainment_and_goodput_per_cell() -> None:
+    from sweep.report import html
+    from sweep.report.compare import build_groups
+    from sweep.report.records import record
+
+    doc = judged_trial()
+    page = html.render([doc], title="slo")
+    cells = page[page.index("<h3>Cells</h3>"):]
+    assert "SLO attainment" in cells and "goodput tok/s" in cells and ">0%<" in cells and ">100%<" in cells
+    [g] = build_groups([doc])
+    rec = record(g, g.rows[0])
+    assert rec["goodput_tok_s"] == pytest.approx(300.0) and rec["max_load"] == 4.0
