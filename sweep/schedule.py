@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from sweep.errors import ConfigError, command
 from sweep.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
@@ -48,7 +49,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _slo(args: argparse.Namespace) -> Slo | None:
     if args.no_slo:
         if args.slo or args.percentile is not None:
-            raise ValueError("--no-slo: not with --slo/--percentile")
+            raise ConfigError("--no-slo", "not with --slo/--percentile")
         return Slo()  # no limit: nothing is judged
     if not args.slo and args.percentile is None:
         return None
@@ -56,31 +57,27 @@ def _slo(args: argparse.Namespace) -> Slo | None:
     for item in args.slo:
         key, sep, raw = item.partition("=")
         if not sep or key not in LIMITS:
-            raise ValueError(f"--slo: LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {item!r}")
+            raise ConfigError("--slo", f"LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {item!r}")
         try:
             values[key] = float(raw)
         except ValueError:
-            raise ValueError(f"--slo {key}: a number of milliseconds, got {raw!r}") from None
+            raise ConfigError(f"--slo {key}", f"a number of milliseconds, got {raw!r}") from None
         if not values[key] > 0:
-            raise ValueError(f"--slo {key}: must be > 0 ms, got {raw}")
+            raise ConfigError(f"--slo {key}", f"must be > 0 ms, got {raw}")
     pct = args.percentile
     if pct is not None and not 0 < pct <= 100:
-        raise ValueError(f"--percentile: in (0, 100], got {pct:g}")
+        raise ConfigError("--percentile", f"in (0, 100], got {pct:g}")
     if not values:
-        raise ValueError("--percentile: needs at least one --slo LIMIT=MS to judge")
+        raise ConfigError("--percentile", "needs at least one --slo LIMIT=MS to judge")
     return Slo(**values, **({"percentile": pct} if pct is not None else {}))
 
 
+@command("sweep.schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    try:
-        slo = _slo(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    slo = _slo(args)  # a ConfigError: one line at the boundary, exit 2
     if not args.dir.is_dir():
-        print(f"error: --dir {args.dir}: not a directory", file=sys.stderr)
-        return 2
+        raise ConfigError("--dir", f"{args.dir}: not a directory")
     from sweep.record.result import iter_results
     from sweep.report.schedule import build_schedules, schedule_document
     from sweep.report.schedule_text import print_schedules

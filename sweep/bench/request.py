@@ -24,6 +24,7 @@ ERROR_KINDS = {
     "not_streamed": "a JSON body where an SSE stream was expected",
     "server_error": "the server reported an error object",
     "no_usage": "stream finished without a usage block (token count unknown)",
+    "bad_value": "a number the server reported is of the wrong type or out of range (the field is named)",
     "http_error": "another HTTP transport error",
     "exception": "an unexpected client-side error",
 }
