@@ -25,16 +25,13 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
 from optuna.trial import FrozenTrial, Trial
 
 from . import _storage
 from ._result import Outcome, failed
 from ._space import format_value
-
-if TYPE_CHECKING:
-    from ._loop import SearchLoop
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +141,9 @@ class InProcess:
 class Dispatcher:
     """Keeps up to ``runner.slots`` trials out; tells each as it ends (module docstring)."""
 
-    def __init__(self, loop: "SearchLoop", runner: Runner) -> None:
+    def __init__(self, loop: Any, runner: Runner) -> None:
+        # loop: the _loop.SearchLoop that owns this dispatcher (typed Any: _loop imports this
+        # module, and the import graph has no cycles, TYPE_CHECKING ones included)
         self.loop = loop
         self.runner = runner
         self.inflight: list[Running] = []

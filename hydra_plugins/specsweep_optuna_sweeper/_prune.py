@@ -20,7 +20,9 @@ What is reported, so that values are comparable across configs at the same step:
   of w_i x tok/s_i / (sum of all the matrix's weights) -- it only grows, and the last
   step's value *is* the objective; for ``tok_s_peak`` the peak so far; for a one-cell
   objective (``tok_s_lowc``, ``cell``) that cell's tok/s, reported at its step only
-  (it is the whole objective, known once that cell is measured);
+  (it is the whole objective, known once that cell is measured); for ``goodput`` the
+  peak goodput so far; ``max_load`` reports nothing (the answer is known at the
+  search's last probe: such a trial is never pruned);
 * **value** (wilcoxon, which compares two trials' per-step values pairwise) = the
   cell's own contribution, w_i x tok/s_i / mean weight (their mean is the objective).
 """
@@ -108,6 +110,12 @@ def intermediate(result: Any, objective: Any, *, per_cell: bool = False) -> floa
         return float(last.output_tok_s) if (last.context, last.concurrency) == tuple(target) else None
     if metric == "tok_s_peak":
         return float(last.output_tok_s) if per_cell else max(float(c.output_tok_s) for c in cells)
+    if metric == "goodput":  # the peak goodput so far (under objective.slo)
+        if last.goodput_tok_s is None:
+            return None
+        return float(last.goodput_tok_s) if per_cell else max(float(c.goodput_tok_s or 0.0) for c in cells)
+    if metric == "max_load":  # known at the search's last probe only: a max-load trial is never pruned
+        return None
 
     def weight(x: int, c: int) -> float:
         return float(objective.weights.get(f"ctx{x}_c{c}", 1.0))

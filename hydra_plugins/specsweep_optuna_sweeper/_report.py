@@ -286,6 +286,11 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
         command = server_command(best)
         if command:
             header.append("server command: " + command.replace("\n", " "))
+        if len(study.directions) > 1:  # no single best: the Pareto set, each with its own command line
+            header.append(f"Pareto set ({len(front)} feasible trials; this file runs the first, "
+                          f"best by {metric_names[0]}):")
+            header.extend(f"  trial {t.number}: {_values_line(t, metric_names)}; run: {cmd} "
+                          + " ".join(shlex.quote(o) for o in overrides_of(t, space)) for t in front)
         best_path = sweep_dir / "best.yaml"
         best_path.write_text(best_yaml(best, space, groups, config_name, header))
         label = "best feasible" if len(study.directions) == 1 else \
@@ -322,7 +327,8 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             print(f"  trial {t.number:4d}: {_values_line(t, metric_names)}   "
                   + " ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
         results["solutions"] = [{"trial": t.number, "params": dict(t.params),
-                                 "values": dict(zip(metric_names, t.values or []))} for t in front]
+                                 "values": dict(zip(metric_names, t.values or [])),
+                                 "overrides": overrides_of(t, space)} for t in front]
         OmegaConf.save(OmegaConf.create({"pareto": results["solutions"]}), sweep_dir / "pareto.yaml")
     OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
     if make_plots:

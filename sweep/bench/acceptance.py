@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from sweep.bench import reported
 
 if TYPE_CHECKING:
-    from sweep.bench.client import RequestResult
+    from sweep.bench.request import RequestResult
 
 # --------------------------------------------------------------------------- declarations
 

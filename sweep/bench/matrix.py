@@ -10,34 +10,11 @@ trial), then send ``workload.requests_for(concurrency)`` measured requests,
 closed loop with ``concurrency`` in flight (or Poisson arrivals capped at
 ``concurrency`` in flight when ``workload.request_rate`` is set).
 
-Definitions (per cell, over the measured phase only):
-
-* ``output_tok_s``: sum of ``usage.completion_tokens`` of successful
-  requests / wall time from the first send to the last completion.
-  Failed requests add no tokens but do take wall time: a server that
-  fails requests is slower, not faster.
-* ``per_stream_tok_s``: the decode speed one user sees once the first
-  token has arrived (prefill wait is TTFT's business), token-weighted over
-  successful requests: sum(completion_tokens) / sum(e2e - ttft). A ratio of
-  sums rather than a mean of ratios, because with multi-token chunks one
-  request whose answer arrives in a single burst has e2e - ttft near 0 and
-  would make a mean of per-request ratios explode.
-* ``ttft/itl/step/tpot/e2e`` percentiles in ms (linear interpolation, as
-  numpy's default). ``itl_ms``: per token, pooled over every request, each
-  gap between content events spread over the tokens the later event carries
-  (SGLang's bench_serving); ``step_ms``: the gaps between content events
-  themselves (one verify step with speculative decoding; vLLM's ``bench
-  serve`` ITL); ``itl_tokens`` says whether tokens per event were counted by
-  the server (running usage) or estimated (an even split). TPOT is per
-  request (e2e - ttft) / (completion_tokens - 1).
-* ``prompt_tokens_mean``: the mean ``usage.prompt_tokens`` the server
-  reported for the cell's measured requests (the context actually sent);
-  ``prompt_sizing`` how the prompts were sized: ``tokenize`` (the server's
-  route, exact), ``probe`` (one-token probes: exact on average), ``exact``
-  (token ids) or ``approx`` (the server could not count: ~4 chars/token).
-* ``accept_len``: sum(completion_tokens) / sum(spec_verify_ct) over
-  successful requests carrying spec counters (None without them).
-* ``errors`` / ``error_kinds``: failed requests, counted and shown.
+The figures of a cell and how requests reduce to them: :mod:`sweep.bench.cell`.
+Which cells, with how many requests and (open loop) at which arrival times:
+a plan (:mod:`sweep.bench.loadplan`: the fixed matrix, or the max-load search of
+:mod:`sweep.bench.maxload`), handed out one point at a time; this module only
+sends what the plan says.
 """
 
 from __future__ import annotations
@@ -45,17 +22,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import random
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping, Sequence
 
-from sweep.bench.acceptance import accept_len_of, spec_sums
-from sweep.bench.client import (RequestResult, build_payload, encode_json, make_admin_client, make_clients,
-                                path_for, stream_request)
 from sweep.bench.aio import run_sync
+from sweep.bench.cell import (CELL_KEYS, CellResult, aggregate, percentile,  # noqa: F401 - re-exported
+                              trial_accept_len)
+from sweep.bench.client import build_payload, encode_json, make_admin_client, make_clients, path_for, stream_request
+from sweep.bench.loadplan import LoadPoint, MatrixPlan, Plan, arrivals
 from sweep.bench.progress import progress_bar
+from sweep.bench.request import RequestResult
 from sweep.bench.sizing import PromptMaker
 
 if TYPE_CHECKING:
@@ -63,133 +40,7 @@ if TYPE_CHECKING:
 
     from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
-
-# Exactly the cell keys of result.json (docs/ARCHITECTURE.md).
-CELL_KEYS = (
-    "context", "concurrency", "requests", "errors", "error_kinds",
-    "output_tok_s", "per_stream_tok_s",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "ttft_ms_mean",
-    "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_tokens",
-    "step_ms_p50", "step_ms_p90", "step_ms_p99",
-    "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-    "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
-    "concurrency_capped",
-    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
-)
-
-
-@dataclass
-class CellResult:
-    """Aggregates of one cell; ``results`` keeps the per-request records."""
-
-    context: int
-    concurrency: int
-    requests: int
-    errors: int
-    error_kinds: dict[str, int]
-    output_tok_s: float
-    per_stream_tok_s: float | None
-    ttft_ms_p50: float | None
-    ttft_ms_p90: float | None
-    ttft_ms_p99: float | None
-    ttft_ms_mean: float | None
-    itl_ms_p50: float | None
-    itl_ms_p90: float | None
-    itl_ms_p99: float | None
-    itl_tokens: str | None        # counted (running usage) | estimated (even split)
-    step_ms_p50: float | None
-    step_ms_p90: float | None
-    step_ms_p99: float | None
-    tpot_ms_p50: float | None
-    tpot_ms_p90: float | None
-    tpot_ms_p99: float | None
-    e2e_ms_p50: float | None
-    e2e_ms_p90: float | None
-    e2e_ms_p99: float | None
-    accept_len: float | None
-    completion_tokens: int
-    prompt_tokens_mean: float | None
-    duration_s: float
-    spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
-    spec_verify_ct: int = 0       # denominator of accept_len
-    flushed: str = "skipped"      # ok | unsupported | failed | skipped
-    prompt_sizing: str | None = None   # tokenize | probe | exact (token ids) | approx (no server count)
-    client_cpu_s: float = 0.0     # this process's CPU time during the measured window
-    # in-flight requests actually used when the process could not open `concurrency` connections
-    concurrency_capped: int | None = None
-    repeats: int = 1              # workload.repeats (sweep/bench/repeats.py); figures are means
-    output_tok_s_ci: list[float] | None = None
-    per_stream_tok_s_ci: list[float] | None = None
-    accept_len_ci: list[float] | None = None
-    results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``cells[]`` entry of result.json, exactly the documented keys."""
-        return {k: getattr(self, k) for k in CELL_KEYS}
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100); None for no data."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def _ms(values: Sequence[float], q: float) -> float | None:
-    p = percentile(values, q)
-    return None if p is None else round(p * 1000.0, 3)
-
-
-def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
-              duration_s: float) -> CellResult:
-    """Reduce one cell's request records to the documented figures."""
-    ok = [r for r in results if r.ok]
-    kinds: dict[str, int] = {}
-    for r in results:
-        if not r.ok:
-            kinds[r.error or "unknown"] = kinds.get(r.error or "unknown", 0) + 1
-    tokens = sum(r.completion_tokens or 0 for r in ok)
-    ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
-    itl = [g for r in ok for g in r.itl_s()]
-    step = [g for r in ok for g in r.step_s]
-    timed = [r for r in ok if len(r.chunk_t) > 1]
-    itl_tokens = None if not timed else ("counted" if all(r.tokens_counted for r in timed) else "estimated")
-    tpot = [t for t in (r.tpot_s for r in ok) if t is not None]
-    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
-    decoding = [r for r in ok if r.completion_tokens and r.e2e_s is not None and r.ttft_s is not None]
-    decode_s = sum(r.e2e_s - r.ttft_s for r in decoding)  # type: ignore[operator,misc]
-    decode_tokens = sum(r.completion_tokens or 0 for r in decoding)
-    spec_tokens, spec_verify = spec_sums(ok)
-    prompt = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-    return CellResult(
-        context=context, concurrency=concurrency, requests=len(results),
-        errors=len(results) - len(ok), error_kinds=dict(sorted(kinds.items())),
-        output_tok_s=round(tokens / duration_s, 3) if duration_s > 0 else 0.0,
-        per_stream_tok_s=round(decode_tokens / decode_s, 3) if decode_s > 0 else None,
-        ttft_ms_p50=_ms(ttft, 50), ttft_ms_p90=_ms(ttft, 90), ttft_ms_p99=_ms(ttft, 99),
-        ttft_ms_mean=round(sum(ttft) / len(ttft) * 1000.0, 3) if ttft else None,
-        itl_ms_p50=_ms(itl, 50), itl_ms_p90=_ms(itl, 90), itl_ms_p99=_ms(itl, 99), itl_tokens=itl_tokens,
-        step_ms_p50=_ms(step, 50), step_ms_p90=_ms(step, 90), step_ms_p99=_ms(step, 99),
-        tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
-        e2e_ms_p50=_ms(e2e, 50), e2e_ms_p90=_ms(e2e, 90), e2e_ms_p99=_ms(e2e, 99),
-        accept_len=accept_len_of(spec_tokens, spec_verify),
-        completion_tokens=tokens,
-        prompt_tokens_mean=round(sum(prompt) / len(prompt), 2) if prompt else None,
-        duration_s=round(duration_s, 6), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,
-        results=list(results),
-    )
-
-
-def trial_accept_len(cells: Iterable[CellResult]) -> float | None:
-    """Accept length over every measured request of a trial (None without spec)."""
-    cells = list(cells)
-    verify = sum(c.spec_verify_ct for c in cells)
-    return round(sum(c.spec_tokens for c in cells) / verify, 4) if verify else None
-
+    from sweep.slo import Slo
 
 async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
     """POST /flush_cache (GET on 405): ``ok``, ``unsupported`` (404) or ``failed``.
@@ -233,23 +84,18 @@ async def _closed_loop(clients: Sequence["HttpConnection"], payloads: list[bytes
 
 
 async def _poisson(clients: Sequence["HttpConnection"], payloads: list[bytes], path: str,
-                   rate: float, seed: int, timeout_s: float,
+                   offsets: Sequence[float], timeout_s: float,
                    on_done: Callable[[RequestResult], None]) -> list[RequestResult]:
-    """Send at Poisson arrival times (``rate`` req/s), at most one in flight per client.
+    """Send each payload at its planned arrival (``offsets``, :func:`sweep.bench.loadplan.arrivals`),
+    at most one in flight per client.
 
     A request whose arrival finds every client busy waits for one (as
     bench_serving's --max-concurrency does); its TTFT and e2e are measured
     from its scheduled arrival, so they include that wait.
     """
-    rng = random.Random(seed)
     idle: asyncio.Queue[HttpConnection] = asyncio.Queue()
     for c in clients:
         idle.put_nowait(c)
-    t, offsets = 0.0, []
-    for _ in payloads:
-        offsets.append(t)
-        t += rng.expovariate(rate)
-
     base = time.perf_counter()
 
     async def one(payload: bytes, at: float) -> RequestResult:
@@ -266,16 +112,18 @@ async def _poisson(clients: Sequence["HttpConnection"], payloads: list[bytes], p
     return list(await asyncio.gather(*(one(p, at) for p, at in zip(payloads, offsets))))
 
 
-async def run_cell(base_url: str, workload: "Workload", model_name: str, context: int,
-                   concurrency: int, prompts: PromptMaker, *, api_key: str | None = None,
+async def run_cell(base_url: str, workload: "Workload", model_name: str, point: LoadPoint,
+                   prompts: PromptMaker, *, api_key: str | None = None,
                    on_done: Callable[[RequestResult], None] | None = None,
                    request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
-                   continuous_usage: bool = False,
+                   continuous_usage: bool = False, slo: "Slo | None" = None,
                    flush: Callable[[], Awaitable[str]] | None = None) -> CellResult:
-    """Size the prompts, open and warm ``concurrency`` connections, flush, then measure one cell."""
+    """Size the prompts, open and warm ``point.concurrency`` connections, flush, then measure one cell
+    (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens)."""
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
     path = path_for(endpoint)
+    context, concurrency = point.context, point.concurrency
 
     def payloads(texts: Sequence[Any], max_tokens: int) -> list[bytes]:
         return [encode_json(build_payload(model_name, p, max_tokens=max_tokens, temperature=workload.temperature,
@@ -286,10 +134,10 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
     from sweep.bench.fdlimit import in_flight
 
     slots, capped = in_flight(concurrency, f"ctx {context} x conc {concurrency}")
-    n = workload.requests_for(concurrency)
     warm_n = workload.warmup_requests * slots
-    measured = payloads(await prompts.make(context, n), workload.max_tokens)
+    measured = payloads(await prompts.make(context, point.requests), workload.max_tokens)
     warm = payloads(await prompts.make(context, warm_n), min(workload.max_tokens, 32))
+    offsets = arrivals(len(measured), point.rate, workload.seed) if point.rate else None
     clients = make_clients(base_url, slots, api_key=api_key, timeout_s=timeout_s)
     flushed = "skipped"
     try:
@@ -298,19 +146,19 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
             if flush is not None:
                 flushed = await flush()
             t0, c0 = time.perf_counter(), time.process_time()
-            if workload.request_rate:
-                results = await _poisson(clients, measured, path, workload.request_rate, workload.seed,
-                                         timeout_s, on_done)
+            if offsets is not None:
+                results = await _poisson(clients, measured, path, offsets, timeout_s, on_done)
             else:
                 results = await _closed_loop(clients, measured, path, timeout_s, on_done)
             duration, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
-    cell = aggregate(context, concurrency, results, duration)
+    cell = aggregate(context, concurrency, results, duration, slo, request_rate=point.rate)
     cell.flushed = flushed
     cell.prompt_sizing = prompts.sizing
     cell.client_cpu_s = cpu
     cell.concurrency_capped = capped
+    cell.load_search = point.search
     return cell
 
 
@@ -361,20 +209,17 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       api_key: str | None = None, progress: bool = True, flush: bool = True,
                       request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                       tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
-                      vocab_size: int | None = None,
+                      vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                       on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     from sweep.bench.repeats import combine
 
+    plan = plan if plan is not None else MatrixPlan(workload)
     repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
-    cells = [(ctx, conc) for ctx in workload.contexts for conc in workload.concurrency]
     do_flush = flush and workload.flush_cache
     out: list[CellResult] = []
     with progress_bar(progress) as bar:
-        tasks = [bar.add_task(f"cell {i}/{len(cells)}  ctx {ctx:>6} x conc {conc:<4}",
-                              total=workload.requests_for(conc) * repeats, tok_s="")
-                 for i, (ctx, conc) in enumerate(cells, 1)]
         # a frozen server must not hold every cell for more than a request's own timeout
         admin_timeout = min(30.0, workload.request_timeout_s)
         async with make_admin_client(base_url, api_key=api_key, timeout_s=admin_timeout) as admin:
@@ -392,20 +237,29 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                     prompts.renew(f"matrix-{os.urandom(6).hex()}")
                 return state["flush"]
 
-            for (ctx, conc), task in zip(cells, tasks):
+            i = 0
+            while (point := plan.next()) is not None:
+                i += 1
+                of = f"/{plan.total}" if plan.total else ""
+                kind = "probe" if point.search else "cell"
+                task = bar.add_task(f"{kind} {i}{of}  {point.label}", total=point.requests * repeats, tok_s="")
+
                 def done(rec: RequestResult, task: Any = task) -> None:
                     bar.advance(task)
 
-                runs = [await run_cell(base_url, workload, model_name, ctx, conc, prompts,
+                runs = [await run_cell(base_url, workload, model_name, point, prompts,
                                        api_key=api_key, on_done=done, request_extras=request_extras,
-                                       endpoint=endpoint, continuous_usage=continuous_usage,
+                                       endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
                                        flush=flush_once if do_flush else None) for _ in range(repeats)]
-                pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
-                                   sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
+                pooled = aggregate(point.context, point.concurrency, [r for run in runs for r in run.results],
+                                   sum(run.duration_s for run in runs), slo,
+                                   request_rate=point.rate) if repeats > 1 else runs[0]
                 cell = combine(runs, pooled)
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
+                           + (f"  SLO {cell.slo_attainment:.0%}" if cell.slo_attainment is not None else "")
                            + (f"  {cell.errors} errors" if cell.errors else ""))
                 out.append(cell)
+                plan.record(point, cell, runs)
                 if on_cell is not None:
                     on_cell(cell)
     return out
@@ -424,9 +278,10 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                api_key: str | None = None, progress: bool = True, flush: bool = True,
                request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
-               vocab_size: int | None = None,
+               vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
-    """Run every context x concurrency cell of ``workload`` against ``base_url``.
+    """Run every cell of ``plan`` (default: the workload's context x concurrency matrix) against
+    ``base_url``; cells are judged against ``slo`` (:mod:`sweep.slo`) when it is given.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they
@@ -442,5 +297,5 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
-                                     on_cell=on_cell)
+                                     slo=slo, plan=plan, on_cell=on_cell)
     return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))

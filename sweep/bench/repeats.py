@@ -4,11 +4,12 @@ Why repeat at all: a single measurement cannot tell a 2% difference between two
 configs from the box's run-to-run noise (two B300 runs of one config differed by
 6%). With N repeats each cell reports
 
-* the throughput figures (``output_tok_s``, ``per_stream_tok_s``, ``accept_len``)
-  as the mean over the repeats, each with a 95% t-interval ``<name>_ci``
+* the throughput figures (``output_tok_s``, ``per_stream_tok_s``, ``accept_len``,
+  ``goodput_tok_s``) as the mean over the repeats, each with a 95% t-interval ``<name>_ci``
   (:func:`sweep.stats.interval`; null with one repeat);
 * latency percentiles over every measured request of every repeat (pooled: a
-  percentile of the union, not a mean of percentiles);
+  percentile of the union, not a mean of percentiles), and so the SLO attainment
+  and the ``latencies`` sample;
 * counts as totals over the repeats: ``requests``, ``errors`` (+ kinds),
   ``completion_tokens``, ``duration_s``, ``client_cpu_s`` -- an error in any repeat stays an error,
   and tokens / seconds still give the cell's rate.
@@ -23,20 +24,21 @@ from typing import TYPE_CHECKING, Sequence
 from sweep.stats import interval
 
 if TYPE_CHECKING:
-    from sweep.bench.matrix import CellResult
+    from sweep.bench.cell import CellResult
 
-MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len")
+MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len", "goodput_tok_s")
 
 
 def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
     """One cell from its repeats; ``pooled``: every repeat's requests aggregated as one cell
-    over the repeats' total duration (``matrix.aggregate``)."""
+    over the repeats' total duration (``cell.aggregate``)."""
     if not runs:
         raise ValueError("no repeat to combine")
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
     out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
-                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped)
+                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
+                  load_search=runs[0].load_search)
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]
         if not values:

@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from sweep.bench.client import RequestResult
+    from sweep.bench.request import RequestResult
 
 try:  # optional: ~5x faster JSON decoding of the many small SSE events
     import orjson as _orjson

@@ -11,6 +11,7 @@ completions endpoint, a dataset must exist).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -71,3 +72,40 @@ def prompt_source(node: Mapping[str, Any], server_endpoint: str) -> tuple[str, s
         path = str(resolved.resolve())
     seed = _v(node, p, "seed", 0)
     return str(source), path, seed
+
+
+@dataclass(frozen=True, slots=True)
+class MaxLoadSearch:
+    """``workload.max_load``: the search for the highest load meeting ``objective.slo``
+    (:mod:`sweep.bench.maxload`); disabled: the workload's fixed matrix runs."""
+
+    enabled: bool = False
+    over: str = "concurrency"    # concurrency (in-flight requests) | rate (Poisson requests/s)
+    start: float = 1.0
+    max: float = 256.0
+    tolerance: float = 0.1       # bisection stops at (missed - met) / met <= tolerance
+    max_rounds: int = 6          # bisection probes at most
+    concurrency: int = 256       # over=rate: in-flight cap
+
+
+def max_load(node: Mapping[str, Any], contexts: tuple[int, ...]) -> MaxLoadSearch:
+    """``workload.max_load`` typed and checked (one context, start <= max, whole in-flight counts)."""
+    p = "workload.max_load"
+    raw = node.get("max_load")
+    if raw is None or not _v(raw, p, "enabled", False):
+        return MaxLoadSearch()
+    over = str(_v(raw, p, "over") or "concurrency")
+    start, top = float(_v(raw, p, "start", 1.0)), float(_v(raw, p, "max", 256.0))
+    if len(contexts) != 1:
+        raise ConfigError("workload.contexts", f"workload.max_load searches one context: give one "
+                          f"(e.g. workload.contexts=[{contexts[0]}]), got {list(contexts)}")
+    if start > top:
+        raise ConfigError(f"{p}.start", f"must be <= {p}.max ({top:g}), got {start:g}")
+    if over == "concurrency" and (not start.is_integer() or not top.is_integer()):
+        raise ConfigError(f"{p}.start" if not start.is_integer() else f"{p}.max",
+                          "counts in-flight requests with over=concurrency: a whole number, got "
+                          f"{start if not start.is_integer() else top:g}")
+    return MaxLoadSearch(enabled=True, over=over, start=start, max=top,
+                         tolerance=float(_v(raw, p, "tolerance", 0.1)),
+                         max_rounds=int(_v(raw, p, "max_rounds", 6)),
+                         concurrency=int(_v(raw, p, "concurrency", 256)))

@@ -136,6 +136,8 @@ class Workload:
     dataset_path: str | None = None   # JSONL of prompts for prompt_source=dataset
     seed: int = 0                     # prompts (and Poisson arrivals) are deterministic per seed
     repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
+    # the max-load search in place of the matrix (workload=max_load; sweep/bench/maxload.py)
+    max_load: _bench_checks.MaxLoadSearch = field(default_factory=_bench_checks.MaxLoadSearch)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -274,7 +276,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         sandbox_memory_mb=_v(sandbox, sp, "memory_mb", 512),
         sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
-        repeats=_v(node, p, "repeats", 1),
+        repeats=_v(node, p, "repeats", 1), max_load=_bench_checks.max_load(node, contexts),
     )
 
 
@@ -316,10 +318,15 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     for group in ("objective", "mlflow"):
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")
+    goal = objective(cfg["objective"])
+    if workload.max_load.enabled and not goal.slo.active:
+        raise ConfigError("objective.slo", "workload.max_load searches the highest load meeting a latency "
+                          "SLO: set at least one limit, e.g. objective.slo.tpot_ms=50 (ttft_ms, tpot_ms, "
+                          "itl_ms, e2e_ms)")
     return TrialConfig(hardware=hardware, spec=spec, model=model, server=server,
                        launcher=launcher, workload=workload,
                        dry_run=bounds.check("dry_run", cfg.get("dry_run")) or False, raw=dict(cfg),
-                       objective=objective(cfg["objective"]), mlflow=mlflow(cfg["mlflow"]),
+                       objective=goal, mlflow=mlflow(cfg["mlflow"]),
                        results=results(cfg), pool=tuple(pool_hosts(cfg["launcher"].get("hosts"))),
                        secret_names=bounds.check("secret_names", cfg.get("secret_names")) or ())
 

@@ -30,7 +30,12 @@ MAX_TRIALS = 1_000_000     # trials of one study
 SIM_FAULTS = ("cuda_graph", "oom", "hang", "missing_module", "python_headers")  # sweep/sim/flags.yaml
 CODING_EVALS = ("five", "humaneval", "off")
 SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # docs/sandbox.md
-OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")  # tok_s_c1: old name
+OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "goodput", "max_load",
+                     "tok_s_c1")  # tok_s_c1: old name
+# What objective.metrics (a multi-objective study's values) may name: the trial's headline metrics
+STUDY_METRICS = ("tok_s_lowc", "tok_s_peak", "per_stream_tok_s_lowc", "goodput_tok_s", "max_load",
+                 "accept_len", "speedup_vs_baseline", "tok_s_c1")
+LOAD_SEARCH_OVER = ("concurrency", "rate")             # workload.max_load.over
 LAUNCHERS = tuple(BACKENDS)  # sweep/launch.py: the backend table
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
@@ -251,6 +256,14 @@ RULES: dict[str, Rule] = {
     "workload.dataset_path": _file("jsonl"),
     "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.repeats": _int(1, 100, "measurements per cell"),
+    "workload.max_load": MAPPING,
+    "workload.max_load.enabled": BOOL,
+    "workload.max_load.over": _enum(*LOAD_SEARCH_OVER),
+    "workload.max_load.start": _num(0.001, MAX_CONCURRENCY, "in-flight requests or requests/s"),
+    "workload.max_load.max": _num(0.001, MAX_CONCURRENCY, "in-flight requests or requests/s"),
+    "workload.max_load.tolerance": _num(0.001, 1, "(missed - met) / met"),
+    "workload.max_load.max_rounds": _int(0, 64, "bisection probes"),
+    "workload.max_load.concurrency": _int(1, MAX_CONCURRENCY, "in-flight cap (over=rate)"),
     "workload.coding": _enum(*CODING_EVALS, False, None),
     "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
     "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),
@@ -273,6 +286,13 @@ RULES: dict[str, Rule] = {
     "objective.constraints.coding_pass_rate_min": _num(0, 1, "fraction"),
     "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
+    "objective.slo": MAPPING,
+    "objective.slo.ttft_ms": _num(0, MAX_SECONDS * 1000, "ms per request"),
+    "objective.slo.tpot_ms": _num(0, MAX_SECONDS * 1000, "ms per output token after the first"),
+    "objective.slo.itl_ms": _num(0, MAX_SECONDS * 1000, "ms between tokens, at the percentile"),
+    "objective.slo.e2e_ms": _num(0, MAX_SECONDS * 1000, "ms per request"),
+    "objective.slo.percentile": _num(1, 100, "% of requests that must meet every limit"),
+    "objective.metrics": Rule("strs"),  # STUDY_METRICS, checked by sweep/compose/settings.py
     # -- Hydra's keys a run depends on (composed with the hydra node: sweep/compose/cmdline.py)
     "hydra.run.dir": OUTDIR,
     "hydra.sweep.dir": OUTDIR,

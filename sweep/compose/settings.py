@@ -15,11 +15,12 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from sweep.compose.bounds import check
-from sweep.compose.keys import OBJECTIVE_METRICS
+from sweep.compose.keys import OBJECTIVE_METRICS, STUDY_METRICS
 from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
 from sweep.compose.hosts import check_hosts
 from sweep.errors import ConfigError
 from sweep.launch import BACKENDS, LauncherSettings, SlurmSettings, SSHSettings, slurm_seconds
+from sweep.slo import LIMITS, Slo
 
 # Old metric names a config (objective.metric, hydra.sweeper.metrics) may still use, and
 # what they stand for: tok_s_c1 was the lowest measured concurrency's tok/s, c=1 or not.
@@ -59,6 +60,10 @@ class Objective:
     concurrency: int | None
     weights: Mapping[str, float]
     constraints: Constraints
+    # objective.slo: latency limits the cells are judged against (sweep/slo.py); no limit by default
+    slo: Slo = field(default_factory=Slo)
+    # objective.metrics: the values of a multi-objective study (the sweeper's metrics), null: one
+    metrics: tuple[str, ...] | None = None
 
     @property
     def measure(self) -> str:
@@ -76,14 +81,45 @@ def objective(node: Mapping[str, Any]) -> Objective:
     weights = _v(node, p, "weights", {})
     cons = _v(node, p, "constraints", {})
     c = f"{p}.constraints"
+    metric = _v(node, p, "metric")
+    slo = _slo(node)
+    if metric in ("goodput", "max_load") and not slo.active:
+        raise ConfigError(f"{p}.slo", f"objective.metric={metric} is judged under a latency SLO: set at least "
+                          f"one of {', '.join(f'{p}.slo.{k}' for k in LIMITS)} (e.g. {p}.slo.tpot_ms=50)")
     return Objective(
-        metric=_v(node, p, "metric"), context=_v(node, p, "context"),
+        metric=metric, context=_v(node, p, "context"),
         concurrency=_v(node, p, "concurrency"),
         weights={str(k): float(check(f"{p}.weights.{k}", v) or 0.0) for k, v in weights.items()},
         constraints=Constraints(
             coding_pass_rate_min=_v(cons, c, "coding_pass_rate_min"),
             max_errors=_v(cons, c, "max_errors"),
-            ttft_ms_p99_max=_v(cons, c, "ttft_ms_p99_max")))
+            ttft_ms_p99_max=_v(cons, c, "ttft_ms_p99_max")),
+        slo=slo, metrics=_metrics(node))
+
+
+def _slo(node: Mapping[str, Any]) -> Slo:
+    slo = _v(node, "objective", "slo", {}) or {}
+    p = "objective.slo"
+    for key in slo:
+        if key not in (*LIMITS, "percentile"):
+            raise ConfigError(f"{p}.{key}", f"is not an SLO setting; allowed: {', '.join((*LIMITS, 'percentile'))}")
+    values = {k: float(v) for k in LIMITS if (v := _v(slo, p, k)) is not None}
+    pct = _v(slo, p, "percentile")
+    return Slo(**values, **({"percentile": float(pct)} if pct is not None else {}))
+
+
+def _metrics(node: Mapping[str, Any]) -> tuple[str, ...] | None:
+    names = _v(node, "objective", "metrics")
+    if not names:
+        return None
+    for name in names:
+        if name not in STUDY_METRICS:
+            raise ConfigError("objective.metrics", f"must name the trial's metrics ({', '.join(STUDY_METRICS)}), "
+                              f"got {name!r}")
+    if len(names) < 2:
+        raise ConfigError("objective.metrics", f"lists the values of a multi-objective study: two or more, "
+                          f"got {list(names)} (one metric: objective.metric)")
+    return tuple(names)
 
 
 # --------------------------------------------------------------------------- mlflow, results

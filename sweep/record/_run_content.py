@@ -40,7 +40,10 @@ CELL_SERIES = (("1 tok_s/", "output_tok_s"),
                ("3 tpot_ms/p50 ", "tpot_ms_p50"), ("3 tpot_ms/p99 ", "tpot_ms_p99"),
                ("4 itl_ms/p50 ", "itl_ms_p50"), ("4 itl_ms/p99 ", "itl_ms_p99"),
                ("5 per_stream_tok_s/", "per_stream_tok_s"), ("6 accept_len/", "accept_len"),
-               ("7 errors/", "errors"), ("8 usd_per_mtok/", "usd_per_mtok"))
+               ("7 errors/", "errors"), ("8 usd_per_mtok/", "usd_per_mtok"),
+               # judged against objective.slo (absent when no SLO is set)
+               ("9 slo/attainment ", "slo_attainment"), ("9 slo/goodput_req_s ", "goodput_req_s"),
+               ("9 slo/goodput_tok_s ", "goodput_tok_s"))
 TOK_S_SERIES = CELL_SERIES[0][0]  # "1 tok_s/": output tok/s per context, step = concurrency
 
 
@@ -194,7 +197,8 @@ def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
     result.json keeps them whole)."""
     from sweep.report.records import rounded
 
-    cells = [c.to_dict() for c in doc.cells]
+    # latencies (up to 256 rows a cell) stay in result.json, an artifact of the run already
+    cells = [{k: v for k, v in c.to_dict().items() if k != "latencies"} for c in doc.cells]
     keys = list(dict.fromkeys(k for c in cells for k in c))
     return {k: [json.dumps(c.get(k)) if isinstance(c.get(k), (dict, list)) else rounded(c.get(k))
                 for c in cells] for k in keys}

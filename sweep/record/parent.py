@@ -145,6 +145,7 @@ def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
     from sweep.report import html, plots, table
     from sweep.report.outputs import PLOTS_DIR, plot_files
     from sweep.report.compare import build_groups
+    from sweep.report.deployment_plots import deployment_artifacts
 
     sweep_dir = Path(sweep_dir)
     run_id = ensure_parent(tracker, sweep_dir)
@@ -177,6 +178,11 @@ def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
                 shutil.copyfile(png, Path(tmp) / PLOTS_DIR / png.name)
         else:
             plots.sweep_plots(docs, Path(tmp) / PLOTS_DIR)
+        _, front_tags = deployment_artifacts(groups, Path(tmp) / PLOTS_DIR)  # schedule, user-vs-GPU, study front
+        for tag, text in front_tags.items():
+            client.set_tag(run_id, tag, text)
+        if (sweep_dir / "schedule.yaml").is_file():
+            client.log_artifact(run_id, str(sweep_dir / "schedule.yaml"))
         report = sweep_dir / html.FILENAME
         if not report.is_file() and docs:
             html.write_report(docs, Path(tmp) / html.FILENAME, title=str(record_name(sweep_dir)),

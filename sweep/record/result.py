@@ -100,6 +100,8 @@ class Cell(Record):
     tpot_ms_p90: float | None = None
     tpot_ms_p99: float | None = None
     e2e_ms_p50: float | None = None
+    e2e_ms_p90: float | None = None
+    e2e_ms_p99: float | None = None
     accept_len: float | None = None
     completion_tokens: int | None = None
     prompt_tokens_mean: float | None = field(default=None, metadata={
@@ -119,6 +121,48 @@ class Cell(Record):
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
     accept_len_ci: list[float] | None = field(default=None, metadata={
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    request_rate: float | None = field(default=None, metadata={
+        "doc": "Poisson arrivals in requests/s (concurrency: the in-flight cap); null: closed loop"})
+    slo_attainment: float | None = field(default=None, metadata={
+        "doc": "share of the cell's requests meeting every limit of objective.slo (sweep/slo.py); "
+               "null without an SLO"})
+    goodput_req_s: float | None = field(default=None, metadata={
+        "doc": "requests meeting the SLO per second of the cell's wall time (DistServe's goodput)"})
+    goodput_tok_s: float | None = field(default=None, metadata={
+        "doc": "output tokens of the requests meeting the SLO per second (mean over repeats)"})
+    goodput_tok_s_ci: list[float] | None = field(default=None, metadata={
+        "doc": "95% t-interval [low, high] of goodput_tok_s over repeats (null with one)"})
+    latencies: list[list[float | None]] | None = field(default=None, metadata={
+        "doc": "one row per successful request [ttft_ms, tpot_ms, e2e_ms, completion_tokens, itl_ms "
+               "(its ITL at the SLO's percentile)], at most 256 evenly sampled: any SLO can be "
+               "judged again from the file (sweep.slo.judge)"})
+    load_search: str | None = field(default=None, metadata={
+        "doc": "max_load: a probe of the max-load search (workload.max_load); null: a matrix cell"})
+
+
+@dataclass(kw_only=True)
+class MaxLoad(Record):
+    """The highest load meeting the SLO, searched in one server start (workload.max_load)."""
+
+    REQUIRED = ("over",)
+    over: Literal["concurrency", "rate"]
+    value: float | None = field(default=None, metadata={
+        "doc": "highest probed load whose attainment reached the target (null: not even the first)"})
+    context: int | None = None
+    goodput_tok_s: float | None = field(default=None, metadata={"doc": "goodput at that load"})
+    goodput_tok_s_ci: list[float] | None = None
+    output_tok_s: float | None = None
+    slo_attainment: float | None = None
+    value_ci: list[float] | None = field(default=None, metadata={
+        "doc": "repeats > 1: [highest load every repeat met the SLO at, highest load any repeat met it at]"})
+    bracket: list[float] | None = field(default=None, metadata={
+        "doc": "[highest load that met the SLO, lowest load that missed it] when the search ended"})
+    stopped: str | None = field(default=None, metadata={
+        "doc": "tolerance | rounds | limit (met at workload.max_load.max) | first_missed | failed"})
+    probes: int | None = None
+    slo: dict[str, Any] = field(default_factory=dict, metadata={"doc": "the SLO judged (objective.slo)"})
+    tolerance: float | None = None
+    max_rounds: int | None = None
 
 
 @dataclass(kw_only=True)
@@ -183,6 +227,13 @@ class Metrics(Record):
     startup_s: float | None = None
     errors: int | None = None
     usd_per_mtok: float | None = None
+    per_stream_tok_s_lowc: float | None = field(default=None, metadata={
+        "doc": "tok/s one user sees in the headline cell (interactivity at low load)"})
+    goodput_tok_s: float | None = field(default=None, metadata={
+        "doc": "the highest goodput_tok_s of any cell under objective.slo (null without an SLO)"})
+    max_load: float | None = field(default=None, metadata={
+        "doc": "the highest load meeting objective.slo: the max-load search's, else the highest "
+               "measured concurrency at the shortest context whose cell met it"})
 
 
 @dataclass(kw_only=True)
@@ -249,6 +300,8 @@ class TrialResult(Record):
         "doc": "the resolved composed config (secrets masked)"})
     prediction: Prediction | None = field(default=None, metadata={
         "doc": "the twin's prediction for this config (Optuna sweeper's pre-screen), vs measured"})
+    max_load: MaxLoad | None = field(default=None, metadata={
+        "doc": "the max-load search's answer (workload.max_load.enabled; docs/deployment.md)"})
     mlflow: MlflowInfo = field(default_factory=MlflowInfo)
 
     def __post_init__(self) -> None:

@@ -6,8 +6,9 @@ offline). Per group of comparable trials (:mod:`sweep.report.compare`): the
 ranking with the best feasible configuration and its speedup, headline tok/s
 per configuration, tok/s against concurrency per context, per-stream against
 aggregate tok/s with the Pareto front, accept length and speedup against the
-draft budget (or topk), each trial's cells; then every failure with its
-reason and log tail, and trials stopped early (pruned). Intervals are shown
+draft budget (or topk), each trial's cells; the deployment section (which
+config at which load, tok/s per user vs per GPU: :mod:`sweep.report.deployment_html`);
+then every failure with its reason and log tail, and trials stopped early (pruned). Intervals are shown
 where cells were measured with ``workload.repeats``.
 
 Written to ``<sweep_dir>/report.html`` at the end of a multirun or search
@@ -291,17 +292,21 @@ def _cells(g: Group) -> str:
         if not r.doc.cells:
             continue
         rows = []
+        judged = any(c.slo_attainment is not None for c in r.doc.cells)  # objective.slo: sweep/slo.py
         for c in r.doc.cells:
             ci = interval(c)
             tok = _f(c.output_tok_s) + (f' <span class="ci">[{_f(ci[0])}, {_f(ci[1])}]</span>' if ci else "")
             lat = "".join(_td(" / ".join(_f(c.get(f"{m}_ms_p{q}"), 1) for q in (50, 90, 99)))
                           for m in ("ttft", "itl", "tpot"))
+            slo = (_td("–" if c.slo_attainment is None else f"{c.slo_attainment:.0%}") + _td(_f(c.goodput_tok_s))
+                   if judged else "")
             rows.append(f"<tr>{_td(str(c.context))}{_td(str(c.concurrency))}{_td(str(c.requests))}"
                         f"{_td(str(c.errors))}{_td(tok)}{_td(_f(c.per_stream_tok_s))}{lat}"
-                        f"{_td(_f(c.accept_len, 2))}</tr>")
+                        f"{_td(_f(c.accept_len, 2))}{slo}</tr>")
         head = "".join(f'<th class="n">{h}</th>' for h in (
             "ctx", "conc", "requests", "errors", "tok/s", "tok/s per stream", "TTFT p50/90/99 ms",
-            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len"))
+            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len",
+            *(("SLO attainment", "goodput tok/s") if judged else ())))
         spec = r.speculation
         said = []
         if spec.rate is not None:
@@ -394,6 +399,19 @@ vLLM), else the server's own rate (SGLang's log).</dd>
 </dl></footer>"""
 
 
+def _deployment(groups: Sequence[Group]) -> str:
+    """The deployment section; a bug there costs that section, never the page."""
+    try:
+        from sweep.report.deployment_html import deployment_section
+
+        return deployment_section(groups)
+    except Exception as exc:  # noqa: BLE001
+        import logging
+
+        logging.getLogger(__name__).warning("report: deployment section skipped: %s", exc)
+        return ""
+
+
 def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | None = None,
            generated: dt.datetime | None = None) -> str:
     groups = build_groups(docs, sources)
@@ -401,6 +419,7 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
     sim = all(d.simulated for d in docs) and docs
     nav = " · ".join(f'<a href="#group-{i}">group {i}</a>' for i in range(1, len(groups) + 1))
     body = "".join(_group(g, i) for i, g in enumerate(groups, 1))
+    deployment = _deployment(groups)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -408,8 +427,9 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
             f"<header><h1>specsweep report: {escape(title)}</h1>"
             f'<p class="sub">{len(docs)} trials in {len(groups)} group(s) of comparable trials · generated {when}'
             + (' · <span class="pill sim">simulated results</span>' if sim else "")
-            + f"<br>{nav} · <a href=\"#failures\">failures</a> · <a href=\"#pruned\">pruned</a></p></header>"
-            f"{_cards(groups, docs)}{body}"
+            + f"<br>{nav}" + (' · <a href="#deployment">deployment</a>' if deployment else "")
+            + " · <a href=\"#failures\">failures</a> · <a href=\"#pruned\">pruned</a></p></header>"
+            f"{_cards(groups, docs)}{body}{deployment}"
             + _not_finished(groups, ("failed", "interrupted", "running"), "failures",
                             "Failures and unfinished trials", "Every trial finished.")
             + _not_finished(groups, ("pruned",), "pruned", "Pruned trials (stopped early by the search)",

@@ -21,8 +21,8 @@ FIELDS = (
     "failure_reason", "feasible", "tied_with_best", "spec", "budget", "topk", "window", "headline_concurrency",
     "headline_context", "tok_s_lowc", "tok_s_lowc_ci_low", "tok_s_lowc_ci_high", "tok_s_c1",
     "tok_s_peak", "objective_value", "speedup_vs_baseline", "speedup_baseline", "accept_len",
-    "accept_rate", "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s", "repeats", "sweep_id",
-    "source",
+    "accept_rate", "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s", "repeats",
+    "goodput_tok_s", "max_load", "per_stream_tok_s_lowc", "sweep_id", "source",
 )
 
 
@@ -74,6 +74,8 @@ def record(group: Group, row: Row) -> dict[str, Any]:
         **{k: _num(cell.get(k)) if cell is not None else None for k in LATENCIES},
         "errors": m.errors, "usd_per_mtok": _num(m.usd_per_mtok), "startup_s": _num(m.startup_s),
         "repeats": cell.get("repeats") if cell is not None else None,
+        "goodput_tok_s": _num(m.goodput_tok_s), "max_load": _num(m.max_load),   # under objective.slo
+        "per_stream_tok_s_lowc": _num(m.per_stream_tok_s_lowc),
         "sweep_id": row.sweep_id, "source": row.source,
     }
     return {k: out[k] for k in FIELDS}

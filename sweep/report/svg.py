@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from html import escape
-from typing import Sequence
+from typing import Collection, Mapping, Sequence
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
            "#9c755f", "#ff9da7", "#3b3b98")
@@ -168,8 +168,11 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
 
 
 def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]], *, title: str,
-                  x_label: str, y_label: str, width: int = W, height: int = H) -> str:
-    """Points per series, and the Pareto front as a black line through its points."""
+                  x_label: str, y_label: str, width: int = W, height: int = H,
+                  labels: Mapping[tuple[float, float], str] | None = None,
+                  hollow: Collection[tuple[float, float]] = ()) -> str:
+    """Points per series, and the Pareto front as a black line through its points; ``labels``: text
+    written next to those points, ``hollow``: points drawn as rings (e.g. a missed SLO)."""
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points]
     f = _Frame(xs, ys, log2_x=False, y_zero=True, x_ticks=None, width=width, height=height)
@@ -184,9 +187,12 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
         for (x, y), tip, label in zip(s.points, s.tips or [""] * len(s.points),
                                       s.labels or [""] * len(s.points)):
             on_front = (x, y) in front
+            ring = (x, y) in hollow
+            fill = "none" if ring else s.color
+            stroke = "#222" if on_front else s.color if ring else "#fff"
             body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="{4.6 if on_front else 3.4}" '
-                        f'fill="{s.color}" fill-opacity="{1 if on_front else 0.7}" '
-                        f'stroke="{"#222" if on_front else "#fff"}" stroke-width="1">'
+                        f'fill="{fill}" fill-opacity="{1 if on_front else 0.7}" '
+                        f'stroke="{stroke}" stroke-width="{1.4 if ring else 1}">'
                         f'<title>{escape(tip or s.label)}</title></circle>')
             if on_front and label and (x, y) not in labelled:
                 labelled.add((x, y))
@@ -198,6 +204,16 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
                 placed.append((lx, ly))
                 body.append(f'<text class="pl" x="{lx:.1f}" y="{ly:.1f}" '
                             f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
+    for (x, y), text in (labels or {}).items():  # labels by point (the deployment charts)
+        if (x, y) in labelled:
+            continue
+        left = f.px(x) > width * 0.6
+        lx, ly = f.px(x) + (-6 if left else 6), f.py(y) - 6
+        while any(abs(ly - py) < 11 and abs(lx - px) < 70 for px, py in placed):
+            ly += 11
+        placed.append((lx, ly))
+        body.append(f'<text class="k" x="{lx:.1f}" y="{ly:.1f}" text-anchor="{"end" if left else "start"}">'
+                    f'{escape(_clip(text, 44))}</text>')
     return _svg(body, width, height, title)
 
 

@@ -25,6 +25,29 @@ def _pair(p50: float | None, p99: float | None, nd: int = 1) -> str:
     return f"{_fmt(p50, nd)} / {_fmt(p99, nd)}"
 
 
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def _max_load_line(doc: TrialResult) -> str:
+    """``max load under TPOT <= 12 ms at p90: concurrency 5 (6 missed; 6 probes), goodput 408 tok/s``."""
+    ml = doc.max_load
+    assert ml is not None
+    from sweep.slo import Slo
+
+    slo = Slo.from_mapping(ml.slo).label()
+    unit = "req/s" if ml.over == "rate" else "in flight"
+    if ml.value is None:
+        why = {"correctness": "the coding eval failed the correctness gate: not searched",
+               "failed": "the server stopped answering"}.get(str(ml.stopped), "even the first probe missed it")
+        return f"max load under {slo}: none ({why})"
+    missed = ml.bracket[1] if ml.bracket and len(ml.bracket) > 1 else None
+    ci = f", repeats agree up to {ml.value_ci[0]:g}, some reach {ml.value_ci[1]:g}" if ml.value_ci else ""
+    return (f"max load under {slo}: {ml.value:g} {unit} at ctx {ml.context} "
+            f"({f'{missed:g} missed' if missed is not None else 'the limit was reached'}; stopped: "
+            f"{ml.stopped}; {ml.probes} probes{ci}), goodput {_fmt(ml.goodput_tok_s)} tok/s")
+
+
 def print_trial(doc: TrialResult) -> None:
     from rich.table import Table
 
@@ -43,18 +66,24 @@ def print_trial(doc: TrialResult) -> None:
         for line in tail:
             console.print("  " + line, style="dim", markup=False)
     if doc.cells:
-        table = Table(title="throughput matrix", show_lines=False)
-        table.caption = CAPTION
+        judged = any(c.slo_attainment is not None for c in doc.cells)
+        table = Table(title="max-load search probes" if doc.max_load is not None else "throughput matrix",
+                      show_lines=False)
+        table.caption = CAPTION + ("; SLO: share of requests meeting objective.slo" if judged else "")
         for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
-                    "ITL", "TPOT", "accept"):
+                    "ITL", "TPOT", "accept", *(("SLO", "goodput tok/s") if judged else ())):
             table.add_column(col, justify="right")
         for c in doc.cells:
-            table.add_row(str(c.context), str(c.concurrency), str(c.requests),
+            load = f"{c.request_rate:g}/s" if c.request_rate else str(c.concurrency)
+            table.add_row(str(c.context), load, str(c.requests),
                           str(c.errors), _fmt(c.output_tok_s),
                           _fmt(c.per_stream_tok_s), _pair(c.ttft_ms_p50, c.ttft_ms_p99, 0),
                           _pair(c.itl_ms_p50, c.itl_ms_p99), _pair(c.tpot_ms_p50, c.tpot_ms_p99),
-                          _fmt(c.accept_len, 2))
+                          _fmt(c.accept_len, 2),
+                          *((_percent(c.slo_attainment), _fmt(c.goodput_tok_s)) if judged else ()))
         console.print(table)
+    if doc.max_load is not None:
+        console.print(_max_load_line(doc), markup=False)
     coding = doc.coding
     if coding:
         names = ", ".join(f"{p['name']}{'' if p.get('passed') else ' (FAIL)'}" for p in coding.problems)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
-from sweep.record.result import Cell, Metrics, TrialResult
+from sweep.record.result import Cell, MaxLoad, Metrics, TrialResult
+from sweep.slo import Slo, judge
 
 
 def ok_cells(cells: Sequence[Cell]) -> list[Cell]:
@@ -103,6 +104,72 @@ def trial_accept_len(cells: Sequence[Cell]) -> float | None:
     return tokens / steps if steps else None
 
 
+def slo_of(result: TrialResult) -> Slo:
+    """The SLO the trial was judged against (``objective.slo`` as recorded; none: no limit)."""
+    objective = result.config_section("objective")
+    return Slo.from_mapping(objective.get("slo") if isinstance(objective.get("slo"), dict) else None)
+
+
+def cell_goodput(cell: Cell, slo: Slo, recorded: Slo | None = None) -> tuple[float, float] | None:
+    """(slo_attainment, goodput_tok_s) of a cell under ``slo``; the recorded figures when ``recorded``
+    (the trial's own SLO) is the same, else judged from the cell's ``latencies`` rows."""
+    if not slo.active:
+        return None
+    if recorded == slo and cell.slo_attainment is not None:
+        return float(cell.slo_attainment), float(cell.goodput_tok_s or 0.0)
+    if not cell.latencies or not cell.requests or not cell.duration_s:
+        return None
+    judged = judge(cell.latencies, slo, requests=int(cell.requests), ok=int(cell.requests) - int(cell.errors or 0),
+                   duration_s=float(cell.duration_s),
+                   completion_tokens=int(cell.completion_tokens or 0))
+    return (judged.slo_attainment, judged.goodput_tok_s) if judged is not None else None
+
+
+def load_of(cell: Cell) -> float:
+    """The load a cell stands for: the rate (req/s) of a max-load probe over rate, else its in-flight
+    requests (a Poisson matrix's cells share one rate and differ by their in-flight cap)."""
+    if cell.request_rate and cell.load_search == "max_load":
+        return float(cell.request_rate)
+    return float(cell.concurrency)
+
+
+def max_load_of(result: TrialResult, slo: Slo | None = None) -> float | None:
+    """The highest load meeting the SLO: the max-load search's answer when the trial ran it (under its own
+    SLO), else the highest measured load at the shortest context whose cell met it (None: none did)."""
+    own = slo_of(result)
+    slo = slo if slo is not None else own
+    if not slo.active:
+        return None
+    if result.max_load is not None and slo == own:
+        return None if result.max_load.value is None else float(result.max_load.value)
+    ok = ok_cells(result.cells)
+    if not ok:
+        return None
+    ctx = min(c.context for c in ok)
+    met = [load_of(c) for c in ok if c.context == ctx
+           and (g := cell_goodput(c, slo, own)) is not None and g[0] >= slo.target]
+    return max(met, default=None)
+
+
+C = TypeVar("C")
+
+
+def within_load(cells: Sequence[C], max_load: MaxLoad | None) -> list[C]:
+    """The cells a trial answers for: all of them, except the max-load search's probes above the load
+    it found (they missed the SLO, failed requests included: finding where is the search's job, so
+    their errors neither fail the trial nor make it infeasible)."""
+    if max_load is None:
+        return list(cells)
+    edge = max_load.value if max_load.value is not None else 0.0
+    out = []
+    for c in cells:
+        rate = getattr(c, "request_rate", None) if max_load.over == "rate" else None
+        load = float(rate) if rate else float(getattr(c, "concurrency"))
+        if getattr(c, "load_search", None) != "max_load" or load <= edge:
+            out.append(c)
+    return out
+
+
 def metrics(result: TrialResult) -> Metrics:
     from sweep.score.acceptance import accept_rate
 
@@ -110,6 +177,8 @@ def metrics(result: TrialResult) -> Metrics:
     head = headline_cell(cells)
     ok = ok_cells(cells)
     coding = result.coding
+    slo = slo_of(result)
+    goodputs = [g[1] for c in ok if (g := cell_goodput(c, slo, slo)) is not None]
     return Metrics(
         tok_s_lowc=head.output_tok_s if head else None,
         headline_concurrency=head.concurrency if head else None,
@@ -124,5 +193,17 @@ def metrics(result: TrialResult) -> Metrics:
         ttft_ms_p99=max((c.ttft_ms_p99 or 0 for c in ok), default=None) if ok else None,
         tpot_ms_p50=head.tpot_ms_p50 if head else None,
         startup_s=result.server.startup_s if result.server is not None else None,
-        errors=sum(int(c.errors or 0) for c in cells),
+        errors=sum(int(c.errors or 0) for c in within_load(cells, result.max_load)),
+        per_stream_tok_s_lowc=head.per_stream_tok_s if head else None,
+        goodput_tok_s=max(goodputs, default=None),
+        max_load=max_load_of(result) if _correct(result) else None,
     )
+
+
+def _correct(result: TrialResult) -> bool:
+    """The correctness gate as the objective states it: a config whose answers changed has no max load."""
+    objective = result.config_section("objective")
+    cons = objective.get("constraints") if isinstance(objective.get("constraints"), dict) else {}
+    floor = cons.get("coding_pass_rate_min") if isinstance(cons, dict) else None
+    rate = result.coding.pass_rate if result.coding is not None else None
+    return floor is None or rate is None or float(rate) >= float(floor)

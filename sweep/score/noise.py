@@ -13,7 +13,8 @@ overlaps is not a winner.
 The objective's interval comes from its cells' (``<metric>_ci``, a t-interval
 over the repeats, ``sweep/bench/repeats.py``): for a weighted mean the cells'
 standard errors combine as sqrt(sum (w_i se_i)^2) / sum w_i; a one-cell
-objective (``cell``, ``tok_s_lowc``, ``tok_s_peak``) takes that cell's interval.
+objective (``cell``, ``tok_s_lowc``, ``tok_s_peak``, ``goodput``) takes that cell's interval;
+``max_load`` the range of loads its repeats disagreed on (``max_load.value_ci``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def objective_interval(result: TrialResult, objective: Objective,
         return _cell_ci(headline_cell(result.cells))
     if metric == "tok_s_peak":
         return _cell_ci(max(ok, key=lambda c: c.output_tok_s or 0.0))
+    if metric == "goodput":
+        ci = max(ok, key=lambda c: c.goodput_tok_s or 0.0).goodput_tok_s_ci
+        return (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 and None not in ci else None
+    if metric == "max_load":  # the range of loads the repeats disagreed on (sweep/bench/maxload.py)
+        ml = result.max_load
+        ci = ml.value_ci if ml is not None else None
+        return (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 and None not in ci else None
     if metric == "cell":
         return _cell_ci(next((c for c in ok if c.context == objective.context
                               and c.concurrency == objective.concurrency), None))

@@ -41,6 +41,8 @@ def metric_name(objective: Objective) -> str:
         return f"tok_s_ctx{objective.context}_c{objective.concurrency}"
     if objective.measure == "weighted_mean":
         return "tok_s_weighted_mean"
+    if objective.measure == "goodput":
+        return "goodput_tok_s"
     return objective.measure
 
 
@@ -50,6 +52,9 @@ def objective_value(result: TrialResult, objective: Objective) -> float | None:
         return headline(result).tok_s
     if metric == "tok_s_peak":
         value = result.metrics.get(metric)
+        return None if value is None else float(value)
+    if metric in ("goodput", "max_load"):  # under objective.slo (sweep/score/metrics.py)
+        value = result.metrics.get("goodput_tok_s" if metric == "goodput" else "max_load")
         return None if value is None else float(value)
     ok = ok_cells(result.cells)
     if metric == "cell":

@@ -7,7 +7,11 @@ metrics), so the ranking, the trial's "predicted vs measured" and the sweeper
 all mean one thing by "objective". A constraint the twin can predict is
 honoured: p99 TTFT cannot be lower than the predicted median, so a config whose
 predicted median TTFT already breaks ``ttft_ms_p99_max`` is infeasible. The
-coding pass rate and request errors cannot be predicted (assumed met).
+coding pass rate and request errors cannot be predicted (assumed met). Under an
+SLO (``objective.slo``) each predicted cell is one typical request: it meets the
+SLO or not by its predicted medians (attainment 1 or 0), so ``goodput`` and
+``max_load`` rank on the twin too (``max_load``: the highest predicted concurrency
+of the workload that meets it).
 """
 
 from __future__ import annotations
@@ -20,18 +24,26 @@ from sweep.score.metrics import metrics
 from sweep.score.objective import objective_value
 
 
-def as_result(cells: Sequence[Mapping[str, Any]]) -> TrialResult:
-    """A result document holding predicted cells (only the keys a Cell has)."""
+def as_result(cells: Sequence[Mapping[str, Any]], objective: Objective | None = None) -> TrialResult:
+    """A result document holding predicted cells (only the keys a Cell has), judged under the
+    objective's SLO when it has one."""
     known = {f.name for f in Cell._fields()}
     doc = TrialResult(status="ok", simulated=True,
                       cells=[Cell.from_dict({k: v for k, v in c.items() if k in known}) for c in cells])
+    slo = objective.slo if objective is not None else None
+    if slo is not None and slo.active:
+        doc.config = {"objective": {"slo": slo.to_dict()}}
+        for cell, raw in zip(doc.cells, cells):
+            meets = slo.meets(raw.get("ttft_ms_p50"), raw.get("tpot_ms_p50"), raw.get("e2e_ms_p50"), None)
+            cell.slo_attainment = 1.0 if meets else 0.0
+            cell.goodput_tok_s = float(raw.get("output_tok_s") or 0.0) if meets else 0.0
     doc.metrics = metrics(doc)
     return doc
 
 
 def predicted_objective(cells: Sequence[Mapping[str, Any]], objective: Objective) -> float | None:
     """The objective the predicted cells would give (None without cells)."""
-    return objective_value(as_result(cells), objective) if cells else None
+    return objective_value(as_result(cells, objective), objective) if cells else None
 
 
 def predicted_infeasible(cells: Sequence[Mapping[str, Any]], objective: Objective) -> str | None:

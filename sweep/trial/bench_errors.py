@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Iterable
 from sweep import secrets
 
 if TYPE_CHECKING:
-    from sweep.bench.client import RequestResult
+    from sweep.bench.request import RequestResult
     from sweep.bench.coding import CodingResult
-    from sweep.bench.matrix import CellResult
+    from sweep.bench.cell import CellResult
 
 REASON = "bench_errors"
 MAX_MESSAGES = 3

@@ -74,7 +74,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
-    from sweep.record.result import Acceptance, Cell, Coding
+    from sweep.record.result import Acceptance, Cell, Coding, MaxLoad
 
     readers = acceptance.Readers.of(cfg.server.acceptance)
     mark = launcher.log_mark()
@@ -99,11 +99,17 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         doc.write(path)
         hooks.after_cell(doc, cell)
 
+    slo = cfg.objective.slo if cfg.objective.slo.active else None
+    plan = _load_plan(cfg, doc)
     try:
-        run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, **server_options(cfg))
+        if plan is not False:
+            run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, slo=slo, plan=plan or None,
+                       **server_options(cfg))
     except hooks.StopTrial as stop:
         doc.status = "pruned"
         doc.failure = Failure(reason="pruned", message=stop.reason)
+    if plan:
+        doc.max_load = MaxLoad.from_dict(plan.summary())
     from_requests = acceptance.apply(cells, readers.request)
     doc.cells = [Cell.from_dict(c.to_dict()) for c in cells]
     # requests sent twice because the server closed a kept-alive connection unanswered
@@ -133,11 +139,33 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     if not launcher.alive():
         _fail(doc, "crashed", "the server exited during the benchmark",
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
-    elif message := bench_errors.verdict(bench_errors.tally(cells, coding), wl.max_error_rate):
+    elif message := bench_errors.verdict(bench_errors.tally(score.within_load(cells, doc.max_load), coding),
+                                         wl.max_error_rate):
         _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
     elif bad is not None:  # the server reported nonsense: nothing it measured is trusted
         _fail(doc, bench_errors.REASON, f"{reported.KIND}: {bad}",
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+
+
+def _load_plan(cfg: TrialConfig, doc: TrialResult) -> Any:
+    """The max-load search when ``workload.max_load`` is on (None: the matrix). ``False``: it is on, but
+    the coding eval already failed the correctness gate -- a config whose answers changed has no max
+    load, and its search would only spend the box's time (``max_load.stopped: correctness``)."""
+    ml = cfg.workload.max_load
+    if not ml.enabled:
+        return None
+    from sweep.record.result import MaxLoad
+
+    floor = cfg.objective.constraints.coding_pass_rate_min
+    rate = doc.coding.pass_rate if doc.coding is not None else None
+    if floor is not None and rate is not None and float(rate) < float(floor):
+        doc.max_load = MaxLoad(over=ml.over, value=None, context=int(cfg.workload.contexts[0]),  # type: ignore[arg-type]
+                               stopped="correctness", probes=0, slo=cfg.objective.slo.to_dict(),
+                               tolerance=ml.tolerance, max_rounds=ml.max_rounds)
+        return False
+    from sweep.bench.maxload import MaxLoadPlan
+
+    return MaxLoadPlan(cfg.workload, cfg.objective.slo)
 
 
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:

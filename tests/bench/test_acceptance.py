@@ -14,7 +14,7 @@ import json
 import pytest
 
 from sweep.bench.acceptance import LogReader, MetricsReader, Readers, RequestReader, apply, declared
-from sweep.bench.client import RequestResult
+from sweep.bench.request import RequestResult
 from sweep.bench.matrix import aggregate, run_matrix, server_options
 from sweep.bench.serverstats import metrics_delta, parse_prometheus
 from sweep.bench.sse import Stream

@@ -48,7 +48,9 @@ def test_sweep_lands_as_parent_and_children(tmp_path: Path, sqlite_uri: str) -> 
     assert {"result.json", "config.yaml", "command.txt", "server.log", "cells.json", "plots"} <= arts
     assert "log_tail.txt" in {f.path for f in client.list_artifacts(failed[0].info.run_id)}
     parent_arts = {f.path for f in client.list_artifacts(parent, "plots")}
-    assert parent_arts == {"plots/throughput_vs_budget.png", "plots/pareto_per_stream_vs_aggregate.png"}
+    # the deployment answer too: which config at which load per context, tok/s per user vs per GPU
+    assert parent_arts == {"plots/throughput_vs_budget.png", "plots/pareto_per_stream_vs_aggregate.png",
+                           "plots/schedule-ctx60.png", "plots/schedule-ctx1024.png", "plots/pareto-user-vs-gpu.png"}
 
     # Written back into every result file; logging the same result again is a no-op.
     for (job_dir, doc), run_id in zip(trials, ids):

@@ -44,3 +44,15 @@ def test_one_cell_objectives_report_at_their_cell_only() -> None:
     assert steps == [None, None, 250.0, None] and final == 250.0
     steps, _ = partials({"metric": "tok_s_peak"})
     assert steps == [280.0, 900.0, 900.0, 900.0]
+
+
+def test_goodput_reports_its_peak_so_far_and_max_load_nothing() -> None:
+    obj = Objective.from_mapping({"metric": "goodput", "slo": {"tpot_ms": 20}})
+    doc = TrialResult(status="running", config=CONFIG)
+    seen = []
+    for (ctx, conc), good in zip(matrix_cells(CONFIG), (250.0, 600.0, 0.0, 400.0)):
+        doc.cells.append(Cell(context=ctx, concurrency=conc, output_tok_s=TOK[(ctx, conc)], goodput_tok_s=good))
+        seen.append(intermediate(doc, obj))
+    assert seen == [250.0, 600.0, 600.0, 600.0]   # goodput, not tok/s (900 at 60 x 8)
+    ml = Objective.from_mapping({"metric": "max_load", "slo": {"tpot_ms": 20}})
+    assert intermediate(doc, ml) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sweep import secrets
-from sweep.bench.client import RequestResult
+from sweep.bench.request import RequestResult
 from sweep.bench.coding import CodingResult, ProblemResult
 from sweep.bench.matrix import aggregate
 from sweep.trial.bench_errors import tally, verdict

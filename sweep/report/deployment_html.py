@@ -1,0 +1,120 @@
+"""The HTML report's deployment section: the schedule per load, its envelope chart, the user-vs-GPU front.
+
+Rendered from the report's groups (built from ``TrialResult`` alone,
+:mod:`sweep.report.compare`) by the same code as ``python -m sweep.schedule``
+(:mod:`sweep.report.schedule`) and the Pareto view (:mod:`sweep.report.frontier`),
+so the page, the command and ``schedule.yaml`` never disagree. A multi-objective
+study (``objective.metrics``) adds its Pareto set (:mod:`sweep.report.study_front`).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Sequence
+
+from sweep.report import svg
+from sweep.report.compare import Group
+from sweep.report.frontier import gpus_of, points_of
+from sweep.report.schedule import Schedule, schedules_of
+from sweep.report.schedule_text import summary_lines
+from sweep.report.study_front import study_front_html
+
+
+def _f(x: float | None, nd: int = 1) -> str:
+    return "–" if x is None else f"{x:,.{nd}f}"
+
+
+def _schedule_table(s: Schedule) -> str:
+    rows = []
+    for lv in s.levels:
+        best = lv.best
+        ci = f' <span class="ci">[{_f(best.ci[0])}, {_f(best.ci[1])}]</span>' if best is not None and best.ci else ""
+        missed = ", ".join(escape(e.name) for e in lv.entries if not e.meets) or "–"
+        rows.append(
+            f'<tr class="{"best" if lv.baseline_wins else ""}"><td class="n">{lv.load:g}</td>'
+            f"<td>{escape(best.name) if best else '<i>none meets the SLO</i>'}</td>"
+            f'<td class="n">{_f(best.tok_s) + ci if best else "–"}</td>'
+            f'<td class="n">{"–" if lv.speedup is None else f"{lv.speedup:.2f}×"}</td>'
+            f"<td>{', '.join('≈ ' + escape(e.name) for e in lv.tied) or '–'}</td>"
+            f'<td style="white-space:normal">{missed}</td></tr>')
+    num = ' class="n"'
+    head = "".join(f"<th{num if i in (0, 2, 3) else ''}>{h}</th>" for i, h in enumerate(
+        (escape(s.unit), "best feasible config", "tok/s", "speedup vs AR", "tied within noise",
+         "missed the SLO / failed requests")))
+    return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+            "</tbody></table></div>")
+
+
+def _envelope_chart(s: Schedule) -> str:
+    base = {r.name for r in s.rows if r.is_baseline}
+    series = []
+    for i, (name, pts) in enumerate(sorted(s.curves.items())):
+        series.append(svg.Series(name, svg.GREY if name in base else svg.color(i),
+                                 [(x, y) for x, y, _ in pts], [ci for _, _, ci in pts],
+                                 [f"{name}: {s.unit} {x:g}: {y:,.1f} tok/s" for x, y, _ in pts],
+                                 dashed=name in base))
+    env = s.envelope
+    if env:
+        series.append(svg.Series("best feasible (envelope)", "#222", env, tips=[
+            f"best at {s.unit} {lv.load:g}: {lv.best.name}" for lv in s.levels if lv.best is not None],
+            dashed=True))
+    loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
+    log2 = s.over == "concurrency" and bool(loads) and loads[0] > 0 and loads[-1] >= 4 * loads[0]
+    chart = svg.line_chart(series, title=f"tok/s vs {s.unit}, context {s.context}",
+                           x_label="request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)",
+                           y_label="output tok/s", log2_x=log2, width=620, height=330)
+    chips = "".join(f'<span><i style="background:{x.color}"></i>{escape(x.label)}</span>' for x in series)
+    return (f'<figure class="wide">{chart}<figcaption><div class="legend">{chips}</div>One line per config '
+            "(dashed grey: the spec=none baseline); the dashed black line is the best feasible config at each "
+            "measured load (the envelope) -- where it changes hands is a crossover.</figcaption></figure>")
+
+
+def _pareto_chart(g: Group, slo: object) -> str:
+    pts = points_of(g, slo)  # type: ignore[arg-type]
+    if not pts:
+        return ""
+    _, unit = gpus_of(g)
+    names = sorted({p.name for p in pts})
+    base = {r.name for r in g.rows if r.is_baseline}
+    series = [svg.Series(n, svg.GREY if n in base else svg.color(i),
+                         [(p.per_user, p.per_gpu) for p in pts if p.name == n],
+                         tips=[f"{p.label}: {p.per_user:,.1f} tok/s per user, {p.per_gpu:,.1f} tok/s {unit}"
+                               + ("" if p.meets_slo else " (missed the SLO)") for p in pts if p.name == n])
+              for i, n in enumerate(names)]
+    front = [(p.per_user, p.per_gpu) for p in pts if p.on_front]
+    chart = svg.scatter_front(series, front, title=f"Tok/s per user vs tok/s {unit}",
+                              x_label="tok/s per user (interactivity)", y_label=f"output tok/s {unit}",
+                              width=620, height=360,
+                              labels={(p.per_user, p.per_gpu): p.label for p in pts if p.on_front},
+                              hollow={(p.per_user, p.per_gpu) for p in pts if not p.meets_slo})
+    chips = "".join(f'<span><i style="background:{x.color}"></i>{escape(x.label)}</span>' for x in series)
+    return (f'<figure class="wide">{chart}<figcaption><div class="legend">{chips}</div>One point per config '
+            "and load (every cell of every trial that passes the correctness gate); the dotted line is the "
+            "Pareto front, its points labelled (config, context, load); rings missed the SLO.</figcaption></figure>")
+
+
+def deployment_section(groups: Sequence[Group]) -> str:
+    """``<section id="deployment">``: per group and context the schedule, then the group's front."""
+    parts = []
+    for i, g in enumerate(groups, 1):
+        scheds = schedules_of(g)
+        if not scheds:
+            continue
+        body = []
+        for s in scheds:
+            slo = s.slo.label() if s.slo is not None else "no SLO set (objective.slo): every cell counts"
+            lines = "".join(f"<li>{escape(line)}</li>" for line in summary_lines(s))
+            body.append(f"<h3>Context {s.context} · {escape(slo)}</h3>{_schedule_table(s)}<ul>{lines}</ul>"
+                        f'<div class="charts">{_envelope_chart(s)}</div>')
+        body.append(f'<div class="charts">{_pareto_chart(g, scheds[0].slo)}</div>')
+        body.append(study_front_html(g))
+        parts.append(f"<h2>Group {i}: {escape(g.hardware_label)} · {escape(g.model_label)} · "
+                     f"{escape(g.rows[0].workload)}</h2>{''.join(body)}")
+    if not parts:
+        return ""
+    return ('<section id="deployment" class="group"><h2>Deployment: which config at which load</h2>'
+            '<p class="group-meta">The best feasible config per measured load (correctness gate passed, no '
+            "failed request, the SLO met), its speedup over the autoregressive baseline at that load, ties "
+            "within noise (≈), and where the baseline or a shorter draft takes over; "
+            "<code>python -m sweep.schedule --dir SWEEP_DIR</code> writes the same as schedule.yaml.</p>"
+            + "".join(parts) + "</section>")

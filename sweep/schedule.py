@@ -1,0 +1,114 @@
+"""``python -m sweep.schedule --dir SWEEP_DIR``: which config to run at which load.
+
+Reads every result.json under the directory, and per group of comparable
+trials and context prints the best feasible config at each measured load
+level (ties within noise marked), its speedup over the autoregressive
+baseline there, and where the baseline or a shorter draft takes over
+(:mod:`sweep.report.schedule`). Writes ``schedule.yaml`` (load bands ->
+config overrides) and the charts (``schedule-ctx<C>.png``: tok/s vs load, one
+line per config, the best envelope marked; ``pareto-user-vs-gpu.png``) into
+the directory.
+
+    python -m sweep.schedule --dir multirun/2026-12-01/10-00-00
+        [--slo tpot_ms=50 --slo ttft_ms=2000] [--percentile 90] [--no-slo] [--no-write]
+
+``--slo`` judges under another SLO than the trials ran with, from the
+latency rows each cell keeps (the trials' own ``objective.slo`` by default).
+Exit status: 0; 1 when no trial finished; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from sweep.errors import ConfigError, command
+from sweep.slo import LIMITS, Slo
+
+FILENAME = "schedule.yaml"
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sweep.schedule", description=(
+        "Per load level the best feasible config, its speedup over the baseline, the crossover; "
+        "writes schedule.yaml and charts into the sweep dir."))
+    p.add_argument("--dir", type=Path, required=True, help="a sweep dir (or any dir of result.json files)")
+    p.add_argument("--slo", action="append", default=[], metavar="LIMIT=MS",
+                   help=f"judge under this limit instead of the trials' objective.slo ({', '.join(LIMITS)}); "
+                        "repeatable")
+    p.add_argument("--percentile", type=float, default=None,
+                   help="with --slo: the share of requests (percent) that must meet every limit (default 90)")
+    p.add_argument("--no-slo", action="store_true",
+                   help="ignore the trials' objective.slo: every cell without failed requests counts")
+    p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
+    return p.parse_args(argv)
+
+
+def _slo(args: argparse.Namespace) -> Slo | None:
+    if args.no_slo:
+        if args.slo or args.percentile is not None:
+            raise ConfigError("--no-slo", "not with --slo/--percentile")
+        return Slo()  # no limit: nothing is judged
+    if not args.slo and args.percentile is None:
+        return None
+    values: dict[str, float] = {}
+    for item in args.slo:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in LIMITS:
+            raise ConfigError("--slo", f"LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {item!r}")
+        try:
+            values[key] = float(raw)
+        except ValueError:
+            raise ConfigError(f"--slo {key}", f"a number of milliseconds, got {raw!r}") from None
+        if not values[key] > 0:
+            raise ConfigError(f"--slo {key}", f"must be > 0 ms, got {raw}")
+    pct = args.percentile
+    if pct is not None and not 0 < pct <= 100:
+        raise ConfigError("--percentile", f"in (0, 100], got {pct:g}")
+    if not values:
+        raise ConfigError("--percentile", "needs at least one --slo LIMIT=MS to judge")
+    return Slo(**values, **({"percentile": pct} if pct is not None else {}))
+
+
+@command("sweep.schedule")
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    slo = _slo(args)  # a ConfigError: one line at the boundary, exit 2
+    if not args.dir.is_dir():
+        raise ConfigError("--dir", f"{args.dir}: not a directory")
+    from sweep.record.result import iter_results
+    from sweep.report.schedule import build_schedules, schedule_document
+    from sweep.report.schedule_text import print_schedules
+
+    unreadable: list[Path] = []
+    found = sorted(iter_results(args.dir, on_error=lambda p, _e: unreadable.append(p)), key=lambda x: str(x[0]))
+    if unreadable:
+        print(f"warning: {len(unreadable)} result file(s) could not be read (first: {unreadable[0]})",
+              file=sys.stderr)
+    schedules = build_schedules([d for _, d in found], slo, [str(p) for p, _ in found])
+    if not schedules:
+        print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
+        return 1
+    print_schedules(schedules)
+    if args.no_write:
+        return 0
+    import yaml
+
+    from sweep.atomic import write_atomic_text
+    from sweep.report.deployment_plots import deployment_plots
+
+    command = "python -m sweep.schedule " + " ".join(sys.argv[1:] if argv is None else list(argv))
+    doc = schedule_document(schedules, command=command.strip())
+    path = write_atomic_text(args.dir / FILENAME, "# which config at which load (docs/deployment.md): each band's "
+                             "overrides go on the sweep's own command line\n"
+                             + yaml.safe_dump(doc, sort_keys=False, width=110))
+    print(f"written: {path}", file=sys.stderr)
+    for p in deployment_plots(schedules, args.dir):
+        print(f"chart:   {p}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The per-load schedule (`python -m sweep.schedule`), the user-vs-GPU front and the report's section.
+
+The result files are written by hand with a known answer: budget 8 leads at low
+load, budget 4 (a shorter draft) from concurrency 32, the autoregressive
+baseline at 64; budget 8 and 4 tie within noise at 8; a faster config fails
+the correctness gate. Every assertion below is that answer, worked out here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from report_docs import config
+from sweep.record.result import Cell, Coding, TrialInfo, TrialResult
+from sweep.report.compare import build_groups
+from sweep.report.frontier import points_of
+from sweep.report.schedule import build_schedules
+from sweep.score import metrics as score
+from sweep.slo import Slo
+
+LOADS = (1, 8, 32, 64)
+TOK_S = {"none": (100, 500, 1500, 2600), 8: (250, 900, 1800, 2400), 4: (200, 850, 1900, 2500),
+         16: (400, 1200, 2500, 3000)}   # budget 16: fastest everywhere, but it changes answers
+CI = {(8, 8): (870, 930), (4, 8): (840, 880)}   # overlapping at c8: tied
+TPOT_MS = {4: 30.0}                               # budget 4's requests are slow per token at c32
+
+
+def cell(budget: Any, conc: int, tok_s: float) -> Cell:
+    tpot = TPOT_MS.get(budget, 8.0) if conc == 32 else 8.0
+    rows = [[50.0, tpot, 50 + tpot * 63, 64, tpot] for _ in range(2 * conc)]
+    ci = CI.get((budget, conc))
+    return Cell(context=1024, concurrency=conc, requests=2 * conc, errors=0, output_tok_s=float(tok_s),
+                per_stream_tok_s=1000.0 / 8.0 / (1 + conc / 16), completion_tokens=128 * conc,
+                duration_s=128 * conc / tok_s, latencies=rows, repeats=3 if ci else 1,
+                output_tok_s_ci=list(ci) if ci else None)
+
+
+def write(sweep_dir: Path, job: int, budget: Any, pass_rate: float = 1.0) -> None:
+    cfg = config("b300", None if budget == "none" else budget, 4, "seed")
+    cfg["workload"].update(contexts=[1024], concurrency=list(LOADS), max_tokens=64)
+    name = "b300-none" if budget == "none" else f"b300-ddtree-b{budget}"
+    spec = ["spec=none"] if budget == "none" else ["spec=ddtree", f"spec.budget={budget}"]
+    doc = TrialResult(status="ok", simulated=True, config=cfg,
+                      trial=TrialInfo(name=name, hardware="b300", spec="none" if budget == "none" else "ddtree",
+                                      overrides=[*spec, "server.port=31234", "mlflow.enabled=false",
+                                                 "workload.contexts=[1024]"],
+                                      finished=f"2026-12-01T02:0{job}:00"),
+                      cells=[cell(budget, c, t) for c, t in zip(LOADS, TOK_S[budget])],
+                      coding=Coding(eval="five", passed=round(5 * pass_rate), total=5, pass_rate=pass_rate))
+    doc.metrics = score.metrics(doc)
+    doc.write(sweep_dir / str(job) / "result.json")
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "multirun" / "2026-12-01" / "02-00-00"
+    for job, budget in enumerate(("none", 8, 4)):
+        write(d, job, budget)
+    write(d, 3, 16, pass_rate=0.8)
+    return d
+
+
+def docs(d: Path) -> list[TrialResult]:
+    return [TrialResult.load(p) for p in sorted(d.rglob("result.json"))]
+
+
+def test_best_per_load_speedup_ties_and_crossovers(sweep_dir: Path) -> None:
+    [s] = build_schedules(docs(sweep_dir))
+    best = {lv.load: lv.best.name if lv.best else None for lv in s.levels}
+    assert best == {1: "b300-ddtree-b8", 8: "b300-ddtree-b8", 32: "b300-ddtree-b4", 64: "b300-none"}
+    speed = {lv.load: lv.speedup for lv in s.levels}
+    assert speed[1] == pytest.approx(2.5) and speed[32] == pytest.approx(1900 / 1500) and speed[64] == 1.0
+    [c8] = [lv for lv in s.levels if lv.load == 8]
+    assert [e.name for e in c8.tied] == ["b300-ddtree-b4"]          # overlapping 95% intervals
+    assert [(c.load, c.kind) for c in s.crossovers] == [(32, "shorter draft"), (64, "baseline")]
+    assert s.speculation_stops_paying == 64
+    assert [(b.start, b.until, b.name) for b in s.bands] == [
+        (1, 32, "b300-ddtree-b8"), (32, 64, "b300-ddtree-b4"), (64, None, "b300-none")]
+    # the config that changed the answers is never scheduled, however fast
+    assert all(e.name != "b300-ddtree-b16" for lv in s.levels for e in lv.entries)
+
+
+def test_another_slo_is_judged_from_the_latency_rows(sweep_dir: Path) -> None:
+    [s] = build_schedules(docs(sweep_dir), Slo(tpot_ms=20))
+    [c32] = [lv for lv in s.levels if lv.load == 32]
+    assert c32.best is not None and c32.best.name == "b300-ddtree-b8"      # b4 misses TPOT 20 ms there
+    assert [e.name for e in c32.entries if not e.meets] == ["b300-ddtree-b4"]
+    assert [(c.load, c.kind) for c in s.crossovers] == [(64, "baseline")]
+    # and without any limit (--no-slo) the trials' own answer comes back
+    [free] = build_schedules(docs(sweep_dir), Slo())
+    assert [(c.load, c.kind) for c in free.crossovers] == [(32, "shorter draft"), (64, "baseline")]
+
+
+def test_user_vs_gpu_front(sweep_dir: Path) -> None:
+    [g] = build_groups(docs(sweep_dir))
+    pts = points_of(g)
+    assert {p.name for p in pts} == {"b300-none", "b300-ddtree-b8", "b300-ddtree-b4"}   # b16: gate
+    assert len(pts) == 3 * len(LOADS)
+    front = {(p.name, p.load) for p in pts if p.on_front}
+    # per-user speed is the same for every config at a load (made so): the front is the best tok/s per
+    # GPU at each load, i.e. the schedule's best at each level, without ties
+    assert front == {("b300-ddtree-b8", 1), ("b300-ddtree-b8", 8), ("b300-ddtree-b4", 32), ("b300-none", 64)}
+    assert all(p.per_gpu == pytest.approx(TOK_S[8][0] / 8) for p in pts if (p.name, p.load) == ("b300-ddtree-b8", 1))
+
+
+def test_the_command_writes_schedule_yaml_and_charts(sweep_dir: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(sweep_dir)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "crossover at concurrency 64: the autoregressive baseline wins" in out.stderr
+    doc = yaml.safe_load((sweep_dir / "schedule.yaml").read_text())
+    [sched] = doc["schedules"]
+    assert [(b["from"], b["until"], b["overrides"]) for b in sched["bands"]] == [
+        (1, 32, ["spec=ddtree", "spec.budget=8"]), (32, 64, ["spec=ddtree", "spec.budget=4"]),
+        (64, None, ["spec=none"])]
+    assert sched["speculation_stops_paying_at"] == 64 and sched["simulated"] is True
+    assert (sweep_dir / "schedule-ctx1024.png").stat().st_size > 10_000
+    assert (sweep_dir / "pareto-user-vs-gpu.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--slo", "tpot=5"], "--slo: LIMIT=MS with LIMIT one of ttft_ms, tpot_ms, itl_ms, e2e_ms"),
+    (["--slo", "tpot_ms=fast"], "--slo tpot_ms: a number of milliseconds"),
+    (["--slo", "tpot_ms=5", "--percentile", "0"], "--percentile: in (0, 100]"),
+    (["--no-slo", "--slo", "tpot_ms=5"], "--no-slo: not with --slo/--percentile"),
+])
+def test_bad_input_is_one_line_and_exit_2(sweep_dir: Path, args: list[str], message: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(sweep_dir), *args],
+                         capture_output=True, text=True, timeout=60)
+    [line] = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and line.startswith(f"error: {message}")
+    assert not (sweep_dir / "schedule.yaml").exists()
+
+
+def test_nothing_finished_is_exit_1(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(tmp_path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "no schedule" in out.stderr
+
+
+def test_the_html_report_has_the_deployment_section(sweep_dir: Path) -> None:
+    from sweep.report import html
+
+    page = html.render(docs(sweep_dir), title="t")
+    section = page[page.index('<section id="deployment"'):]
+    assert "b300-ddtree-b4" in section and "a shorter draft wins" in section
+    assert section.count("<svg") >= 2 and "Tok/s per user vs tok/s per GPU" in section
+    assert "b300-ddtree-b16" not in section.split("Tok/s per user")[0]   # the gate holds in the schedule
