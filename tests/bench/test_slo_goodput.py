@@ -200,12 +200,14 @@ def test_goodput_and_max_load_objectives_under_the_slo() -> None:
 
 
 def test_mlflow_gets_attainment_and_goodput_per_cell_with_step_concurrency() -> None:
-    from sweep.record._run_content import cell_table, trial_metrics
+    from sweep.record._run_content import cell_metric, cell_table, trial_metrics
 
     doc = judged_trial()
     got = {(k, step): v for k, v, step in trial_metrics(doc)}
-    assert got[("slo_attainment.ctx512", 4)] == 1.0 and got[("slo_attainment.ctx512", 16)] == 0.0
-    assert got[("goodput_tok_s.ctx512", 4)] == pytest.approx(300.0)
+    attained = cell_metric("9 slo/attainment ", 512)  # MLflow's chart section "9 slo"
+    assert attained == "9 slo/attainment ctx512"
+    assert got[(attained, 4)] == 1.0 and got[(attained, 16)] == 0.0
+    assert got[(cell_metric("9 slo/goodput_tok_s ", 512), 4)] == pytest.approx(300.0)
     assert got[("goodput_tok_s", 0)] == pytest.approx(300.0) and got[("max_load", 0)] == 4.0
     assert "latencies" not in cell_table(doc)   # the rows stay in result.json (an artifact already)
 

@@ -96,9 +96,24 @@ def test_a_tokenizer_file_is_what_the_sim_counts_with(sim_server, word_tokenizer
     assert len(tok.encode(whole).ids) == running[-1] == 120
 
 
-def test_unreadable_tokenizer_file_is_a_startup_error(sim_server, tmp_path: Path) -> None:
+def test_unreadable_tokenizer_file_is_a_startup_error(sim_server, tmp_path: Path, word_tokenizer: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    from sweep.errors import ConfigError
+    from sweep.sim.launch import render_overrides
+
     bad = tmp_path / "tokenizer.json"
     bad.write_text("{not json")
-    sim = sim_server(f"server.sim.tokenizer={bad}", wait=False)
-    assert sim.wait_exit(30) == 2
-    assert "--sim-tokenizer" in sim.log_text()
+    # the config check refuses it before any server starts (issue 24) ...
+    with pytest.raises(ConfigError, match=r"^server\.sim\.tokenizer: .*is not a Hugging Face tokenizer\.json"):
+        sim_server(f"server.sim.tokenizer={bad}", wait=False)
+    # ... and the simulator itself still does, started with a file that went bad after the check
+    later = tmp_path / "later.json"
+    shutil.copy(word_tokenizer, later)
+    argv, env, _ = render_overrides(["server=sim", "server.port=1", f"server.sim.tokenizer={later}"])
+    later.write_text("{not json")
+    proc = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "--sim-tokenizer" in proc.stdout + proc.stderr
