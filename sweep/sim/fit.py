@@ -36,14 +36,20 @@ SIG = 4              # significant digits written for constants
 
 @dataclass(frozen=True)
 class Param:
-    name: str
-    box: str | None      # None = shared model constant
+    name: str            # per-workload constants carry their workload: ngram_hit@edit
+    box: str | None      # None = shared by every box (model and workload constants)
     centre: float        # prior centre (z space)
     sd: float            # prior width (z space)
+    kind: str = "nvlink"  # whose priors and transform (the box's kind)
+    model: str = ""       # the model its points run (model and workload constants are per model)
 
     @property
     def key(self) -> str:
-        return f"{self.box or 'model'}.{self.name}"
+        return f"{self.box or self.model or 'model'}.{self.name}"
+
+    @property
+    def workload(self) -> str | None:
+        return self.name.split(K.WL, 1)[1] if K.WL in self.name else None
 
 
 @dataclass
@@ -57,7 +63,12 @@ class Fit:
     residual_sd: float
     directions: int                      # data-determined directions in the constant space
     iterations: int
-    boxes: dict[str, bool] = field(default_factory=dict)  # box -> nvlink
+    boxes: dict[str, str] = field(default_factory=dict)  # box -> kind (nvlink, pcie, cpu)
+    model_of: dict[str, str] = field(default_factory=dict)  # box -> the model its points run
+
+    def box_params(self, box: str) -> list[int]:
+        """Indices of the parameters a box's calibration carries (its own, its model's, its workloads')."""
+        return [i for i, p in enumerate(self.params) if p.box in (None, box) and p.model == self.model_of[box]]
 
     def status(self, i: int) -> str:
         s = self.shrink[i]
@@ -69,8 +80,34 @@ def _noise(kind: str) -> float:
     return float(table["accept_len"] if kind == "accept_len" else table["tok_s"])
 
 
+def _point_noise(p: Point) -> float:
+    """A point's weight in the fit: the prior noise, or its own measured spread when larger
+    (the standard error of the mean of its repeats, from ``runs``)."""
+    floor = _noise(p.kind)
+    runs = [math.log(v) for v in p.runs if v and v > 0]
+    if len(runs) < 2:
+        return floor
+    mean = sum(runs) / len(runs)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in runs) / (len(runs) - 1))
+    return max(floor, sd / math.sqrt(len(runs)))
+
+
 def _round(x: float) -> float:
     return float(f"{x:.{SIG}g}")
+
+
+# Which per-workload constants a point's speculative family reads.
+CHAIN_CONSTANTS = {"ngram": ("ngram_hit", "ngram_cont", "ngram_q"), "draft": ("draft_cont", "draft_q")}
+
+
+def model_name(p: Point) -> str:
+    return str(p.model.get("name") or "?")
+
+
+def _family(p: Point) -> str:
+    from sweep.sim.accept import family
+
+    return family(p.spec)
 
 
 class Problem:
@@ -78,26 +115,48 @@ class Problem:
 
     def __init__(self, points: Sequence[Point]) -> None:
         self.points = list(points)
-        self.boxes: dict[str, bool] = {}
+        self.boxes: dict[str, str] = {}
+        self.model_of: dict[str, str] = {}   # box -> model (one model per box)
         for p in self.points:
-            self.boxes.setdefault(p.box, bool((p.hardware.get("perf") or {}).get("nvlink", True)))
-        self.params = [Param(n, None, K.to_z(n, K.prior(n)["value"]), float(K.prior(n)["sd"]))
-                       for n in K.fitted_names("model")]
-        for box, nvlink in sorted(self.boxes.items()):
+            self.boxes.setdefault(p.box, K.kind_of(p.hardware))
+            self.model_of.setdefault(p.box, model_name(p))
+        self.params: list[Param] = []
+        for model in sorted(set(self.model_of.values())):
+            pts = [p for p in self.points if model_name(p) == model]
+            # the drafter constants only where a point drafts with DFlash/DDTree/EAGLE
+            if any(_family(p) in ("ddtree", "dflash", "eagle") for p in pts):
+                self.params += [Param(n, None, K.to_z(n, K.prior(n)["value"]), float(K.prior(n)["sd"]),
+                                      model=model) for n in K.fitted_names("model")]
+            wanted: dict[str, set[str]] = {}
+            for p in pts:
+                for n in CHAIN_CONSTANTS.get(_family(p), ()):
+                    if n == "draft_cont" and not p.spec.get("draft_p_min"):
+                        continue  # no probability floor: a draft model always drafts its budget
+                    wanted.setdefault(p.workload or "default", set()).add(n)
+            for wl in sorted(wanted):
+                self.params += [Param(f"{n}{K.WL}{wl}", None, K.to_z(n, K.prior(n)["value"]),
+                                      float(K.prior(n)["sd"]), model=model)
+                                for n in K.fitted_names("workload") if n in wanted[wl]]
+        for box, kind in sorted(self.boxes.items()):
             for n in K.fitted_names("box"):
-                pr = K.prior(n, nvlink)
-                self.params.append(Param(n, box, K.to_z(n, float(pr["value"])), float(pr["sd"])))
-        self.base = {box: K.prior_values(nvlink) for box, nvlink in self.boxes.items()}
-        self.noise = np.array([_noise(p.kind) for p in self.points])
+                pr = K.prior(n, kind)
+                self.params.append(Param(n, box, K.to_z(n, float(pr["value"]), kind), float(pr["sd"]), kind,
+                                         model=self.model_of[box]))
+        self.base = {box: K.prior_values(kind) for box, kind in self.boxes.items()}
+        self.noise = np.array([_point_noise(p) for p in self.points])
         self.logm = np.array([math.log(p.measured) for p in self.points])
-        # which points each parameter moves (model constants: all; box constants: that box's)
-        self.touch = [[i for i, p in enumerate(self.points) if prm.box in (None, p.box)] for prm in self.params]
+        # which points each parameter moves (model: its model's; box: that box's; workload: that workload's)
+        self.touch = [[i for i, p in enumerate(self.points) if self.reaches(prm, p)] for prm in self.params]
+
+    def reaches(self, prm: Param, p: Point) -> bool:
+        return prm.box in (None, p.box) and prm.model == model_name(p) \
+            and prm.workload in (None, p.workload or "default")
 
     def values(self, z: np.ndarray, box: str, rounded: bool = False) -> dict[str, float]:
         vals = dict(self.base[box])
         for prm, zi in zip(self.params, z):
-            if prm.box in (None, box):
-                v = K.from_z(prm.name, float(zi))
+            if prm.box in (None, box) and prm.model == self.model_of[box]:
+                v = K.from_z(prm.name, float(zi), prm.kind)
                 vals[prm.name] = _round(v) if rounded else v
         return vals
 
@@ -182,21 +241,21 @@ def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     rsd = max(rsd, floor)
     cals = {}
     for box in sorted(prob.boxes):
-        idx = [i for i, p in enumerate(prob.params) if p.box in (None, box)]
+        idx = [i for i, p in enumerate(prob.params) if p.box in (None, box) and p.model == prob.model_of[box]]
         cals[box] = Calibration(
             values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
             calibrated=True, names=tuple(prob.params[i].name for i in idx),
             covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
             residual_sd=_round(rsd), points=sum(p.box == box for p in points),
-            key=("fit", box, tuple(float(x) for x in z)))
+            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box])
     return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
                predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
-               iterations=iterations, boxes=dict(prob.boxes))
+               iterations=iterations, boxes=dict(prob.boxes), model_of=dict(prob.model_of))
 
 
 def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
-         cal: Calibration) -> list[tuple[float, float, float]]:
-    """(value, low, high) per output of ``point_fn(constants)``: a +-1 sigma band.
+         cal: Calibration, z: float = 1.0) -> list[tuple[float, float, float]]:
+    """(value, low, high) per output of ``point_fn(constants)``: a +-z sigma band (z=1: 68%).
 
     Propagates the calibration's posterior covariance (log/logit space) through
     numeric gradients and adds its residual scatter: wide where the fit did not
@@ -208,9 +267,12 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
         return [(v, v, v) for v in values]
     grad = np.zeros((len(values), len(names)))
     for j, name in enumerate(names):
-        z = K.to_z(name, cal.values[name])
-        up = point_fn({**cal.values, name: K.from_z(name, z + STEP)})
-        down = point_fn({**cal.values, name: K.from_z(name, z - STEP)})
+        if name not in cal.values:
+            continue
+        kind = cal.kind if name in K.fitted_names("box") else "nvlink"
+        z = K.to_z(name, cal.values[name], kind)
+        up = point_fn({**cal.values, name: K.from_z(name, z + STEP, kind)})
+        down = point_fn({**cal.values, name: K.from_z(name, z - STEP, kind)})
         for i, (u, d) in enumerate(zip(up, down)):
             if u > 0 and d > 0:
                 grad[i, j] = (math.log(u) - math.log(d)) / (2 * STEP)
@@ -218,5 +280,5 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
     out = []
     for i, v in enumerate(values):
         sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual_sd ** 2))
-        out.append((v, v * math.exp(-sigma), v * math.exp(sigma)))
+        out.append((v, v * math.exp(-z * sigma), v * math.exp(z * sigma)))
     return out
