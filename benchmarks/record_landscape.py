@@ -1,7 +1,8 @@
 """Record a real landscape: a grid of configs x contexts x concurrencies on a real engine, in rounds.
 
     python benchmarks/record_landscape.py --engine llamacpp [--rounds 3] [--out FILE]
-        [--contexts 128,512] [--concurrency 1,2,4] [--max-tokens 128] [--configs ID,ID] [--work DIR]
+        [--contexts 64,256] [--concurrency 1,2,4] [--max-tokens 64] [--configs ID,ID] [--work DIR]
+        [OVERRIDE ...]      (e.g. workload.min_requests=2: more for every trial)
 
 Every trial is a real ``python -m sweep`` run (compose -> render -> launch the
 engine -> benchmark -> result.json), one server start per config per round,
@@ -56,12 +57,18 @@ def _draft(budget: int) -> tuple[str, list[str]]:
 # Per engine: the base overrides and the grid. Knob values span what a user would try.
 ENGINES: dict[str, dict[str, Any]] = {
     "llamacpp": {
-        "base": ["server=llamacpp", "workload=cpu"],
+        # one thread: on a shared 2-core box two llama.cpp threads spin at barriers while the
+        # other is descheduled (tests/engines/conftest.py); the box is "this machine, one core"
+        "base": ["server=llamacpp", "workload=cpu", "server.threads=1"],
+        "threads": 1,
         "hardware": "cpu",
+        # n-gram: budget (n_max), minimum draft (n_min) and lookup length (n_match, llama.cpp's
+        # default 24) across what a user would try; the target drafting for itself (full
+        # acceptance, a forward per drafted token); the autoregressive baseline
         "configs": [("none", ["spec=none"]),
-                    _ngram(4, 1), _ngram(4, 2), _ngram(8, 2), _ngram(8, 6), _ngram(16, 2), _ngram(16, 8),
-                    _ngram(32, 2), _ngram(32, 16), _ngram(8, 2, 12), _ngram(16, 2, 12),
-                    _draft(2), _draft(4), _draft(8), _draft(16)],
+                    _ngram(4, 1), _ngram(8, 2), _ngram(16, 2), _ngram(16, 8), _ngram(32, 2),
+                    _ngram(8, 2, 12), _ngram(16, 2, 12), _ngram(16, 2, 8),
+                    _draft(2), _draft(4), _draft(8)],
     },
 }
 
@@ -198,9 +205,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default="llamacpp", choices=sorted(ENGINES))
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--contexts", default="128,512")
+    p.add_argument("--contexts", default="64,256")
     p.add_argument("--concurrency", default="1,2,4")
-    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--configs", default="", help="only these config ids (comma-separated)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/specsweep-landscape"))
@@ -225,10 +232,10 @@ def main() -> int:
     base = [*spec["base"], *workload_over, *args.extra]
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
-    from sweep.sim.probe import measure
+    from sweep.sim.probe import measure_in_subprocess
 
     wl = dict(from_omegaconf(compose(base)).raw["workload"])
-    perf = measure()
+    perf = measure_in_subprocess(int(spec.get("threads") or 0))
     machine = _machine(perf)
     model = "smollm2" if args.engine == "llamacpp" else args.engine
     out = args.out or ROOT / "benchmarks" / "measured" / "landscapes" / f"{args.engine}-{spec['hardware']}-{model}.json"

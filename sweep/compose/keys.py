@@ -84,6 +84,7 @@ RULES: dict[str, Rule] = {
     "hardware.tp": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.ep": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.dp": _int(1, MAX_GPUS, "GPUs", required=True),
+    "hardware.dp_attention": BOOL,
     "hardware.cost_per_hour": _num(0, 1_000_000, "USD per hour"),
     "hardware.perf": MAPPING,
     "hardware.perf.mem_bw_tbs": _num(0, 1_000, "TB/s per GPU"),

@@ -15,7 +15,9 @@ forward. The box: per-GPU (or per-CPU) memory bandwidth and compute figures
 measured by ``python -m sweep.sim.probe``), the link (``link_bw_gbs``,
 ``link_latency_us``, ``nvlink``, and on PCIe boxes ``pcie_domains`` /
 ``domain_link_bw_gbs``: GPUs behind separate switches share the uplinks between
-them), the layout (``tp``, ``ep``, ``dp``). Never fitted.
+them), the layout (``tp``, ``ep``, ``dp``; ``dp_attention``: the dp groups split the
+attention inside the tp GPUs, as SGLang's ``--enable-dp-attention``, instead of
+being dp replicas). Never fitted.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Box:
     expert_params: float
     expert_bytes_layer: float
     dense_bytes: float
+    attn_params: float
+    attn_bytes: float         # the attention projections' share of dense_bytes (replicated per DP-attention group)
     head_bytes: float
     vocab: float
     active_params: float
@@ -54,6 +58,7 @@ class Box:
     tp: int
     ep: int
     dp: int
+    attn_dp: int              # DP attention: attention groups inside the tp GPUs (1: attention tensor-parallel)
     bw: float
     flops: float
     link_bw: float
@@ -67,6 +72,16 @@ class Box:
     @property
     def moe(self) -> bool:
         return self.moe_layers > 0 and self.experts > 0
+
+    @property
+    def replicas(self) -> int:
+        """Independent copies of the model (plain DP); with DP attention the dp groups share one."""
+        return 1 if self.attn_dp > 1 else self.dp
+
+    @property
+    def attn_tp(self) -> int:
+        """GPUs one attention group spans."""
+        return max(1, self.tp // self.attn_dp)
 
 
 def _arch(model: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -137,6 +152,8 @@ def _shape(arch_json: str) -> dict[str, Any]:
         "experts": experts, "k": k, "expert_params": expert,
         "expert_bytes_layer": expert * e_bytes,
         "dense_bytes": dense_bytes,
+        "attn_params": layers * att["attn"],
+        "attn_bytes": layers * att["attn"] * d_bytes * (dense_bytes / (dense_params * d_bytes)),
         "head_bytes": head * d_bytes if moe or not a.get("weights_gb") else dense_bytes * head / dense_params,
         "vocab": vocab,
         "active_params": dense_params + moe_layers * k * expert,
@@ -172,8 +189,9 @@ def _box(key: str) -> Box:
     gpus = max(1, n)
     flops = perf.get("fp8_tflops") if perf.get("fp8_tflops") is not None else perf.get("matmul_tflops")
     link_bw = _num(perf, "link_bw_gbs", 900) * 1e9
-    return Box(**sh, tp=max(1, int(hardware.get("tp") or gpus)), ep=max(1, int(hardware.get("ep") or 1)),
-               dp=max(1, int(hardware.get("dp") or 1)),
+    tp, dp = max(1, int(hardware.get("tp") or gpus)), max(1, int(hardware.get("dp") or 1))
+    return Box(**sh, tp=tp, ep=max(1, int(hardware.get("ep") or 1)), dp=dp,
+               attn_dp=min(dp, tp) if hardware.get("dp_attention") else 1,
                bw=_num(perf, "mem_bw_tbs", 8.0) * 1e12,
                flops=(float(flops) if flops is not None else 2000.0) * 1e12,
                link_bw=link_bw, alpha=_num(perf, "link_latency_us", 3.0) * 1e-6,
@@ -182,7 +200,7 @@ def _box(key: str) -> Box:
                mem_gb=float(hardware.get("memory_gb") or 80), cpu=cpu)
 
 
-BOX_HARDWARE_KEYS = ("num_gpus", "tp", "ep", "dp", "memory_gb", "arch")
+BOX_HARDWARE_KEYS = ("num_gpus", "tp", "ep", "dp", "dp_attention", "memory_gb", "arch")
 
 
 def box_of(hardware: Mapping[str, Any], model: Mapping[str, Any]) -> Box:

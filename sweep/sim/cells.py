@@ -51,9 +51,9 @@ def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: in
     each runs its own steps; ``max_running`` is the engine's own cap on requests
     decoded together (llama.cpp's slots, SGLang's --max-running-requests)."""
     s = shape_of(spec)
-    conc = max(1, math.ceil(max(1, int(concurrency)) / b.dp))
+    conc = max(1, math.ceil(max(1, int(concurrency)) / b.replicas))
     n = max(1, int(max_tokens))
-    reqs = max(conc, math.ceil(int(requests or concurrency) / b.dp))
+    reqs = max(conc, math.ceil(int(requests or concurrency) / b.replicas))
     cap = kv_capacity(b, c)
     running = max(1, min(conc, cap // max(1, context + n))) if cap > 0 else 1
     if max_running:
@@ -91,7 +91,7 @@ def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: in
     accept = n / steps if spec_on and steps else 1.0
     width = float(s.width)
     return {
-        "tok_s": b.dp * reqs * n / wall * 1e3 if wall > 0 else 0.0,
+        "tok_s": b.replicas * reqs * n / wall * 1e3 if wall > 0 else 0.0,
         "per_stream_tok_s": n / gen * 1e3 if gen > 0 else 0.0,
         "accept_len": accept, "running": float(running), "waves": float(waves),
         "accept_rate": (accept - 1.0) / max(1.0, width - 1) if width > 1 else 0.0,

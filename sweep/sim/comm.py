@@ -7,19 +7,19 @@ box's link: per-hop latency a = ``link_latency_us`` x ``link_latency_factor``
 (``a2a_overhead_us``). Nothing here is per layout: TP8, EP4 and EP8 differ only in
 which collectives they run, over how many GPUs, with what message.
 
-**AllReduce of S bytes over n GPUs**: the cheapest algorithm the engine can run,
-as its tuner picks by size --
+**AllReduce of S bytes over n GPUs**, as the engine chooses by size --
 
-    one-shot   a + (n-1) S / b                 every GPU reads every peer's buffer
-    two-shot   2a + 2 (n-1)/n S / b            reduce-scatter + all-gather in the custom kernel
-    ring       2 (n-1) (a + S / (n b))         NCCL: 2(n-1) dependent steps
+    one-shot   a + (n-1) S / b                 custom kernel: every GPU reads every peer's buffer
+    two-shot   2a + 2 (n-1)/n S / b            custom kernel: reduce-scatter + all-gather
+    NVLS       2a + S / b                      NCCL on NVSwitch: the switch reduces (NVLink SHARP)
+    ring       2 (n-1) (a + S / (n b))         NCCL elsewhere: 2(n-1) dependent steps
 
-One-shot and two-shot are SGLang's/vLLM's custom all-reduce: it needs peer
-access between every pair (NVSwitch; on PCIe at most two GPUs) and a message
-below its buffer (``custom_ar_max_mb``); otherwise NCCL's ring. (NCCL's tree pays
-off across nodes; inside one box it chains the GPUs, so it is not offered.) So a
-decode-sized message is latency-bound: two latencies over NVSwitch, 2(n-1)
-over PCIe -- the PCIe box's TP all-reduce cost.
+SGLang's/vLLM's custom all-reduce (the faster of one-shot and two-shot) runs
+whenever every pair of GPUs has peer access (NVSwitch; on PCIe at most two
+GPUs) and the message fits its buffer (``custom_ar_max_mb``); otherwise NCCL
+(NVLS on an NVSwitch box, else the ring; NCCL's tree pays off across nodes, and
+inside one box it chains the GPUs). So a decode-sized message is latency-bound:
+one latency over NVSwitch, 2(n-1) over PCIe -- the PCIe box's TP all-reduce cost.
 
 **All-to-all** (EP dispatch or combine): every GPU sends its share of the routed
 tokens at once -- one round: a + a2a_overhead + bytes / b. On a PCIe box with
@@ -38,7 +38,11 @@ crosses each uplink once per direction and is not.
   group spans tp/ep > 1 GPUs, an AllReduce of the group's tokens inside it;
 * the lm_head's logits all-gathered over tp (vocab-parallel): T x vocab x 2 bytes;
 * DP: ``dp`` replicas each with their own tp GPUs share nothing per step (cells.py
-  splits the requests between them).
+  splits the requests between them); with DP attention (``hardware.dp_attention``)
+  the dp groups split the requests *inside* the tp GPUs instead: attention runs in
+  each group over tp/dp GPUs (its AllReduce over those, none at tp/dp = 1), and a
+  tensor-parallel MLP gathers every group's tokens and scatters them back (EP
+  dispatches from the owning GPU directly).
 """
 
 from __future__ import annotations
@@ -68,10 +72,12 @@ def allreduce(b: Box, c: Mapping[str, float], nbytes: float, n: int) -> tuple[fl
     if n <= 1 or b.cpu:
         return 0.0, "none"
     a, bw = _alpha(b, c), _bw(b, c)
-    options = {"ring": 2 * (n - 1) * (a + nbytes / n / bw)}
     if custom_ar_ok(b, n) and nbytes <= c.get("custom_ar_max_mb", 8.0) * 1e6:
-        options["one-shot"] = a + (n - 1) * nbytes / bw
-        options["two-shot"] = 2 * a + 2 * (n - 1) / n * nbytes / bw
+        options = {"one-shot": a + (n - 1) * nbytes / bw, "two-shot": 2 * a + 2 * (n - 1) / n * nbytes / bw}
+    elif b.nvlink:
+        options = {"nvls": 2 * a + nbytes / bw}
+    else:
+        options = {"ring": 2 * (n - 1) * (a + nbytes / n / bw)}
     algo = min(options, key=options.__getitem__)
     return options[algo], algo
 
@@ -112,19 +118,27 @@ def remote_groups(b: Box) -> float:
     return distinct * (b.ep - 1) / b.ep
 
 
-def forward_comm(b: Box, c: Mapping[str, float], tokens: float) -> dict[str, float]:
-    """Seconds of each kind of collective in one forward of ``tokens`` tokens (one replica)."""
+def forward_comm(b: Box, c: Mapping[str, float], tokens: float, share: float = 1.0) -> dict[str, float]:
+    """Seconds of each kind of collective in one forward of ``tokens`` tokens (one replica;
+    ``share``: the busiest DP-attention group's share of them)."""
     if b.tp <= 1 or b.cpu:
         return {"allreduce": 0.0, "all_to_all": 0.0, "logits": 0.0}
     msg = tokens * b.h * BYTES
     ar_tp = allreduce_s(b, c, msg, b.tp)
-    out = {"allreduce": b.layers * ar_tp, "all_to_all": 0.0,
+    out = {"allreduce": 0.0, "all_to_all": 0.0,
            "logits": all_gather_s(b, c, tokens * b.vocab * BYTES, b.tp)}
+    if b.attn_dp > 1:  # attention inside each group; its tokens gathered for a TP MLP and scattered back
+        out["allreduce"] += b.layers * allreduce_s(b, c, msg * share, b.attn_tp)
+        mlp_tp = 2 * all_gather_s(b, c, msg, b.tp)
+    else:
+        out["allreduce"] += b.layers * ar_tp
+        mlp_tp = ar_tp
     if not b.moe or b.ep <= 1:
-        out["allreduce"] += b.layers * ar_tp  # every MLP/MoE block ends in one
+        out["allreduce"] += b.layers * mlp_tp  # every MLP/MoE block ends in one
         return out
-    out["allreduce"] += b.dense_layers * ar_tp
-    payload = tokens / b.tp * remote_groups(b) * b.h * BYTES
+    out["allreduce"] += b.dense_layers * mlp_tp
+    owned = tokens * share / b.attn_tp if b.attn_dp > 1 else tokens / b.tp  # the tokens one GPU dispatches
+    payload = owned * remote_groups(b) * b.h * BYTES
     out["all_to_all"] = b.moe_layers * 2 * all_to_all_s(b, c, payload, b.tp)
     group = b.tp // b.ep
     if group > 1:

@@ -235,22 +235,37 @@ def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     directions = int(np.sum(np.linalg.svd(jac_d * sd[None, :], compute_uv=False) > 1.0)) if len(points) else 0
     lp = prob.log_pred(z, rounded=True)
     resid = lp - prob.logm
-    dof = len(points) - float(np.sum(shrink))
-    floor = float(np.median(prob.noise)) if len(points) else 0.04
-    rsd = math.sqrt(float(resid @ resid) / dof) if dof >= 1 else floor
-    rsd = max(rsd, floor)
+    rsd = _residual_sd(prob, resid, shrink, range(len(points)))
     cals = {}
     for box in sorted(prob.boxes):
         idx = [i for i, p in enumerate(prob.params) if p.box in (None, box) and p.model == prob.model_of[box]]
+        box_rsd = _residual_sd(prob, resid, shrink, [i for i, p in enumerate(points) if p.box == box])
         cals[box] = Calibration(
             values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
             calibrated=True, names=tuple(prob.params[i].name for i in idx),
             covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
-            residual_sd=_round(rsd), points=sum(p.box == box for p in points),
+            residual_sd=_round(box_rsd), points=sum(p.box == box for p in points),
             key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box])
     return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
                predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
                iterations=iterations, boxes=dict(prob.boxes), model_of=dict(prob.model_of))
+
+
+def _residual_sd(prob: Problem, resid: np.ndarray, shrink: np.ndarray, rows: Sequence[int]) -> float:
+    """The fit's residual scatter over ``rows`` (log sd), corrected for the degrees of freedom
+    the constants took from them (a shared constant's share in proportion to the rows it reaches);
+    never below the points' own noise."""
+    rows = list(rows)
+    if not rows:
+        return 0.04
+    floor = float(np.median(prob.noise[rows]))
+    mine = set(rows)
+    used = sum(float(shrink[j]) * len(mine.intersection(reach)) / len(reach)
+               for j, reach in enumerate(prob.touch) if reach)
+    dof = len(rows) - used
+    if dof < 1:
+        return floor
+    return max(floor, math.sqrt(float(np.sum(resid[rows] ** 2)) / dof))
 
 
 def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],

@@ -101,18 +101,32 @@ def _roofline(mem_s: float, comp_s: float, c: Mapping[str, float]) -> float:
     return max(mem_s, comp_s) + c["overlap_penalty"] * min(mem_s, comp_s)
 
 
+def group_share(b: Box, tokens: float, width: float) -> float:
+    """The busiest attention group's share of the step's requests (1 without DP attention)."""
+    if b.attn_dp <= 1 or tokens <= 0:
+        return 1.0
+    batch = max(1.0, round(tokens / max(width, 1e-9)))
+    return math.ceil(batch / b.attn_dp) / batch
+
+
 def verify_parts(b: Box, c: Mapping[str, float], tokens: float, width: float, context_sum: float,
                  tree: bool, compute_eff: float) -> dict[str, float]:
-    """Seconds of one forward's GPU work, by part: memory (weights, kv) and compute (gemm, attn)."""
+    """Seconds of one forward's GPU work, by part: memory (weights, kv) and compute (gemm, attn).
+
+    With DP attention the busiest attention group sets the pace: its requests'
+    KV and attention over attn_tp GPUs that each hold all attention weights of
+    that group; everything after attention (experts, shared expert, dense
+    layers, lm_head) runs over all tp GPUs on every group's tokens."""
     mask = c["tree_mask_penalty"] if tree else 1.0
-    kv_share = 1.0 if b.kv_replicated else 1.0 / b.tp
-    weights = b.dense_bytes / b.tp / (b.bw * c["dense_mem_eff"]) \
+    share = group_share(b, tokens, width)
+    kv_share = 1.0 if b.kv_replicated else 1.0 / b.attn_tp
+    weights = ((b.dense_bytes - b.attn_bytes) / b.tp + b.attn_bytes / b.attn_tp) / (b.bw * c["dense_mem_eff"]) \
         + _expert_bytes_per_gpu(b, c, tokens) / (b.bw * c["moe_mem_eff"])
-    kv = context_sum * b.kv_bytes_token * kv_share * mask / (b.bw * c["kv_mem_eff"])
-    dense_params = b.active_params - b.moe_layers * b.k * b.expert_params
-    gemm = (tokens * 2.0 * dense_params / b.tp
+    kv = context_sum * share * b.kv_bytes_token * kv_share * mask / (b.bw * c["kv_mem_eff"])
+    other_params = b.active_params - b.moe_layers * b.k * b.expert_params - b.attn_params
+    gemm = (tokens * 2.0 * other_params / b.tp + tokens * share * 2.0 * b.attn_params / b.attn_tp
             + expert_rows_per_gpu(b, c, tokens) * 2.0 * b.expert_params * b.moe_layers)
-    attn = width * context_sum * b.attn_flops_per_key * mask / b.tp
+    attn = width * context_sum * share * b.attn_flops_per_key * mask / b.attn_tp
     rate = b.flops * compute_eff
     out = {"weights": weights, "kv": kv, "gemm": gemm / rate, "attn": attn / rate}
     out["gpu"] = _roofline(weights + kv, out["gemm"] + out["attn"], c)
@@ -184,7 +198,7 @@ def step_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: f
     tokens = float(batch * width)
     layer_us = c["layer_overhead_us"] * (c["eager_factor"] if eager else 1.0)
     parts = verify_parts(b, c, tokens, width, context_sum, s.tree, c["compute_eff"])
-    comm = forward_comm(b, c, tokens)
+    comm = forward_comm(b, c, tokens, group_share(b, tokens, width))
     out = {
         "gpu": parts["gpu"] * 1e3,
         "comm": sum(comm.values()) * 1e3,
@@ -233,9 +247,10 @@ def prefill_ms_box(b: Box, c: Mapping[str, float], s: Shape, new_tokens: float, 
 def kv_capacity(b: Box, c: Mapping[str, float], mem_fraction: float | None = None) -> int:
     """KV-cache tokens that fit once the weights are loaded (0 = weights don't fit)."""
     frac = mem_fraction or c["default_mem_fraction"]
-    free = b.mem_gb * 1e9 * frac - b.weights_gb * 1e9 / b.tp
-    per_token = b.kv_bytes_token * (1.0 if b.kv_replicated else 1.0 / b.tp)
-    return int(free / per_token) if free > 0 else 0
+    attn_extra = b.attn_bytes * (1.0 / b.attn_tp - 1.0 / b.tp)  # DP attention: each group holds all of it
+    free = b.mem_gb * 1e9 * frac - b.weights_gb * 1e9 / b.tp - attn_extra
+    per_token = b.kv_bytes_token * (1.0 if b.kv_replicated else 1.0 / b.attn_tp)
+    return int(free / per_token) * b.attn_dp if free > 0 else 0  # every attention group has its own KV
 
 
 # --------------------------------------------------------------------------- mapping-level API

@@ -2,6 +2,10 @@
 
     python -m sweep.sim.probe [--threads N] [--rounds 5] [--json]
 
+``--threads N`` measures as an engine running N threads would see the box
+(both the read and the BLAS matmul use N threads): give it the engine's own
+thread count (llama.cpp ``server.threads``).
+
 A GPU box's figures come from its spec sheet (``conf/hardware/*.yaml`` ``perf``);
 a CPU box has none that mean anything for an inference engine (turbo clocks,
 shared memory channels, a VM's share of a host), so the project measures them
@@ -71,19 +75,37 @@ def measure(threads: int = 0, rounds: int = 5) -> dict[str, Any]:
     bw = read_bandwidth_gbs(threads=threads, rounds=rounds)
     fl = matmul_tflops(rounds=rounds)
     return {"mem_bw_tbs": float(f"{bw / 1e3:.4g}"), "matmul_tflops": float(f"{fl:.4g}"),
-            "probe": f"python -m sweep.sim.probe: read of 256 MB float32 over {threads or os.cpu_count()} "
-                     f"threads, 1024^2 float32 matmul; median of {rounds}"}
+            "probe": f"python -m sweep.sim.probe --threads {threads or os.cpu_count()}: read of 256 MB float32, "
+                     f"1024^2 float32 matmul; median of {rounds}"}
+
+
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def measure_in_subprocess(threads: int = 0, rounds: int = 5) -> dict[str, Any]:
+    """:func:`measure` in a fresh interpreter, so BLAS starts with ``threads`` threads."""
+    import subprocess
+
+    env = dict(os.environ)
+    if threads:
+        env.update({k: str(threads) for k in BLAS_THREADS})
+    out = subprocess.run([sys.executable, "-m", "sweep.sim.probe", "--json", "--threads", str(threads),
+                          "--rounds", str(rounds)], capture_output=True, text=True, env=env, check=True, timeout=600)
+    return dict(json.loads(out.stdout))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sweep.sim.probe", description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=0, help="threads for the bandwidth read (default: all cores)")
+    p.add_argument("--threads", type=int, default=0, help="threads (default: all cores)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.rounds < 1 or args.threads < 0:
         print("error: --rounds must be >= 1 and --threads >= 0", file=sys.stderr)
         return 2
+    if args.threads and "numpy" not in sys.modules:  # BLAS reads its thread count when numpy loads
+        for k in BLAS_THREADS:
+            os.environ[k] = str(args.threads)
     got = measure(args.threads, args.rounds)
     if args.json:
         print(json.dumps(got))

@@ -39,7 +39,7 @@ def test_allreduce_algorithm_follows_the_message_size_and_the_link() -> None:
     small = comm.allreduce(nv, c, 9 * 7168 * 2, 8)            # a C=1 verify step
     mid = comm.allreduce(nv, c, 256 * 7168 * 2, 8)            # 3.7 MB
     big = comm.allreduce(nv, c, 2304 * 7168 * 2, 8)           # 33 MB: beyond the custom all-reduce buffer
-    assert (small[1], mid[1], big[1]) == ("one-shot", "two-shot", "ring")
+    assert (small[1], mid[1], big[1]) == ("one-shot", "two-shot", "nvls")
     assert small[0] < mid[0] < big[0]
     pcie, cp = box("pro6000_tp8"), vals("pro6000_tp8")
     ring = comm.allreduce(pcie, cp, 9 * 7168 * 2, 8)
@@ -70,6 +70,22 @@ def test_dp_replicas_split_the_requests() -> None:
     two = cells.estimate({**big, "tp": 4, "dp": 2}, KIMI, NONE, context=60, concurrency=64, max_tokens=256)
     assert two["running"] == 32 and one["running"] == 64
     assert one["tok_s"] != two["tok_s"] and two["tok_s"] > 0
+
+
+def test_dp_attention_trades_the_attention_allreduce_for_replicated_attention_weights() -> None:
+    ep8 = load("hardware", "pro6000_ep8")
+    dpa = {**ep8, "dp": 8, "dp_attention": True}
+    c = vals("pro6000_ep8")
+    plain, split = arch.box_of(ep8, KIMI), arch.box_of(dpa, KIMI)
+    assert (split.attn_dp, split.attn_tp, split.replicas) == (8, 1, 1)
+    assert comm.forward_comm(split, c, 9, 1.0)["allreduce"] < 0.2 * comm.forward_comm(plain, c, 9)["allreduce"]
+    s = accept.shape_of(DDTREE)
+    one, eight = perf.step_ms(plain, c, s, 1, 60), perf.step_ms(split, c, s, 1, 60)
+    assert eight["weights_ms"] > one["weights_ms"] + 5  # one GPU streams all of the request's attention
+    assert eight["total"] < 0.7 * one["total"]
+    # 590 GB of weights plus attention replicated 8x do not leave 4K tokens of KV at the default fraction
+    assert perf.startup_failure(dpa, KIMI, DDTREE, {"skip_server_warmup": True}) == "oom"
+    assert perf.startup_failure(dpa, KIMI, DDTREE, {"skip_server_warmup": True, "mem_fraction_static": 0.95}) is None
 
 
 def test_verify_turns_compute_bound_and_attention_grows_with_context_times_batch() -> None:
