@@ -100,6 +100,16 @@ def _round(x: float) -> float:
 CHAIN_CONSTANTS = {"ngram": ("ngram_hit", "ngram_cont", "ngram_q"), "draft": ("draft_cont", "draft_q")}
 
 
+# Box constants no term reads on a kind of box (a CPU box has no link).
+IRRELEVANT = {"cpu": ("link_latency_factor", "link_bw_eff", "a2a_overhead_us")}
+
+
+def _is_moe(p: Point) -> bool:
+    from sweep.sim.arch import shape
+
+    return shape(p.model)["moe_layers"] > 0 and shape(p.model)["experts"] > 0
+
+
 def model_name(p: Point) -> str:
     return str(p.model.get("name") or "?")
 
@@ -138,7 +148,10 @@ class Problem:
                                       float(K.prior(n)["sd"]), model=model)
                                 for n in K.fitted_names("workload") if n in wanted[wl]]
         for box, kind in sorted(self.boxes.items()):
+            moe = any(_is_moe(p) for p in self.points if p.box == box)
             for n in K.fitted_names("box"):
+                if n in IRRELEVANT.get(kind, ()) or (not moe and n == "moe_mem_eff"):
+                    continue  # no term of this box reads it: it keeps its prior, and the fit its time
                 pr = K.prior(n, kind)
                 self.params.append(Param(n, box, K.to_z(n, float(pr["value"]), kind), float(pr["sd"]), kind,
                                          model=self.model_of[box]))

@@ -215,3 +215,22 @@ def test_sim_server_runs_on_its_boxs_calibration(sim_server, tmp_path: Path) -> 
     broken = sim_server("hardware=b300", f"+hardware.perf.calibration={tmp_path / 'missing.yaml'}", wait=False)
     assert broken.wait_exit() == 2
     assert "error: hardware.perf.calibration: no calibration file" in broken.log_text()
+
+
+def test_predict_breakdown_cli_explains_the_crossover() -> None:
+    proc = run("sweep.sim.predict", "hardware=b300", "workload=smoke", "workload.coding=off", "--breakdown",
+               "--concurrency", "1,64,512")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "where a step's time goes (b300 ddtree b8" in out and "twice the budget (b8 -> b16)" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.split()[:1] in (["1"], ["64"], ["512"])]
+    assert [r[0] for r in rows[:3]] == ["1", "64", "512"] and rows[0][6] == "memory" and rows[2][6] == "compute"
+    assert "crossover: " in out and "twice the budget stops paying at C=512" in out
+    js = json.loads(run("sweep.sim.predict", "hardware=pro6000_ep8", "workload=smoke", "--breakdown",
+                        "--concurrency", "1", "--json").stdout)
+    row = js["breakdown"]["rows"][0]
+    assert row["comm"] > row["verify"]  # PCIe: the collectives dominate a C=1 step
+    bad = run("sweep.sim.predict", "--breakdown", "--concurrency", "0")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --concurrency: ")
+    unknown = run("sweep.sim.predict", "--explain")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: --explain: unknown option")
