@@ -149,7 +149,8 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
         if ok:
             c = ok[0]["config"]
             composed = {k: c.get(k) for k in ("hardware", "model", "spec")}
-            composed["server"] = {k: (c.get("server") or {}).get(k) for k in ("name", "parallel", "threads")}
+            keep = ("name", "flavor", "model_format", "parallel", "threads")
+            composed["server"] = {k: (c.get("server") or {}).get(k) for k in keep}
             wl = c.get("workload") or {}
             out["workloads"].setdefault(str(wl.get("name")), wl)
         out["configs"].append({"id": cid, "overrides": overrides, "spec": _knobs(overrides).get("method", ""),

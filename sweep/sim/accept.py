@@ -77,7 +77,8 @@ class Shape:
     n_min: int = 0            # chain drafters: drafts shorter than this are dropped
     draft_size: float = 1.0   # a draft model's size relative to the target
     synth_len: float = 0.0    # synthetic acceptance: the mean accept length asked for
-    n_match: int = 0          # n-gram lookup key length (0: the engine's default)
+    n_match: int = 0          # n-gram lookup: the shortest key it accepts (0: the reference length)
+    p_floor: float = 0.0      # a draft model's probability floor (0: it always drafts its budget)
 
 
 def _max_nodes(topk: int, depth: int) -> int:
@@ -87,7 +88,7 @@ def _max_nodes(topk: int, depth: int) -> int:
 @lru_cache(maxsize=512)
 def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, num_steps: int | None,
            window: int | None, n_min: int = 0, draft_size: float = 1.0, synth_len: float = 0.0,
-           n_match: int = 0) -> Shape:
+           n_match: int = 0, p_floor: float = 0.0) -> Shape:
     fam = family({"algorithm": algo})
     if fam == "none":
         return Shape("none", 0, 0, 0, 0, 1, False, 0, 0, None)
@@ -95,7 +96,7 @@ def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, n
         n = max(1, int(budget or 4))
         return Shape(fam, n, 1, n, n, n + 1, False, 1, n if fam == "draft" else 0, None,
                      n_min=int(n_min or 0), draft_size=float(draft_size), synth_len=float(synth_len or 0.0),
-                     n_match=int(n_match or 0))
+                     n_match=int(n_match or 0), p_floor=float(p_floor or 0.0))
     blk = int(block or budget or 8)
     if fam == "ddtree":
         b, k, depth = int(budget or 8), max(1, int(topk or 1)), max(1, blk - 1)
@@ -112,13 +113,18 @@ def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, n
 
 def shape_of(spec: Mapping[str, Any]) -> Shape:
     """The verify shape of a spec mapping (algorithm, budget, topk, window, block, num_steps;
-    chain drafters: ngram_n_min / draft_n_min, draft_size, synth_len)."""
+    chain drafters: chain_n_max, chain_floor, lookup_key as the engine runs them --
+    sweep.sim.measured.chain_keys reads them from its flags --, draft_size, synth_len)."""
     w = spec.get("window")
-    n_min = spec.get("ngram_n_min", spec.get("draft_n_min")) or 0
-    return _shape(str(spec.get("algorithm") or "none").lower(), spec.get("budget"), spec.get("topk"),
-                  spec.get("block"), spec.get("num_steps"), int(w) if w else None, int(n_min),
+    budget = spec.get("chain_n_max") or spec.get("budget")
+    floor = spec.get("chain_floor")
+    if floor is None:
+        floor = spec.get("ngram_n_min", spec.get("draft_n_min")) or 0
+    key = spec.get("lookup_key") if "lookup_key" in spec else spec.get("ngram_n_match")
+    return _shape(str(spec.get("algorithm") or "none").lower(), budget, spec.get("topk"),
+                  spec.get("block"), spec.get("num_steps"), int(w) if w else None, int(floor),
                   float(spec.get("draft_size") or 1.0), float(spec.get("synth_len") or 0.0),
-                  int(spec.get("ngram_n_match") or 0))
+                  int(key or 0), float(spec.get("draft_p_min") or 0.0))
 
 
 def verify_width(spec: Mapping[str, Any]) -> int:
@@ -167,7 +173,7 @@ def p_scale(shape: Shape, cal: Mapping[str, float], context: float, generated: f
     return scale * (1.0 - cal["drift_amp"] * (1.0 - math.exp(-max(0.0, generated) / cal["drift_tokens"])))
 
 
-NGRAM_MATCH_DEFAULT = 24  # llama.cpp's ngram-mod lookup length when --spec-ngram-mod-n-match is not given
+NGRAM_KEY_REFERENCE = 24  # the key length ngram_hit is the hit rate at (llama.cpp ngram-mod's default)
 
 
 def chain_params(shape: Shape, cal: Mapping[str, float]) -> tuple[float, float, float]:
@@ -176,16 +182,17 @@ def chain_params(shape: Shape, cal: Mapping[str, float]) -> tuple[float, float, 
     An n-gram lookup hits when the last n_match tokens occurred before, i.e. the
     text is at least n_match tokens into a repeated span; spans continue token
     by token with the same probability g that carries the drafted run, so a
-    lookup key shorter than the default hits g^-(24 - n_match) times as often
-    (``ngram_hit`` is the hit rate at the default key length)."""
+    lookup key shorter than the reference 24 hits g^-(24 - key) times as often
+    (``ngram_hit`` is the hit rate at a 24-token key; vLLM's shortest key is its
+    prompt_lookup_min)."""
     if shape.fam == "ngram":
         g = cal["ngram_cont"]
-        shift = (shape.n_match or NGRAM_MATCH_DEFAULT) - NGRAM_MATCH_DEFAULT
+        shift = (shape.n_match or NGRAM_KEY_REFERENCE) - NGRAM_KEY_REFERENCE
         return min(1.0, cal["ngram_hit"] * g ** shift), g, cal["ngram_q"]
     if shape.fam == "synth":  # llama.cpp's synthetic acceptance: a geometric run of mean synth_len - 1
         mean = max(1.0, min(shape.synth_len or 1.0, shape.budget + 1.0)) - 1.0
         return 1.0, 1.0, _geometric_q(mean, shape.budget)
-    return 1.0, cal["draft_cont"], cal["draft_q"]
+    return 1.0, cal["draft_cont"] if shape.p_floor > 0 else 1.0, cal["draft_q"]
 
 
 def _geometric_q(mean_drafted: float, n: int) -> float:

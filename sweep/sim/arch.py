@@ -174,6 +174,24 @@ def shape(model: Mapping[str, Any]) -> dict[str, Any]:
     return _shape(json.dumps(_arch(model), sort_keys=True, default=str))
 
 
+DTYPE_BITS = {"bfloat16": 16, "float16": 16, "half": 16, "float32": 32, "float": 32}
+
+
+def as_served(model: Mapping[str, Any], server: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The model in the on-disk form this engine loads: a GGUF model that an engine loads as
+    a Hugging Face folder dequantized to ``model.install.hf.dtype`` (vLLM on a CPU) streams
+    those bytes, not the GGUF's."""
+    fmt = str((server or {}).get("model_format") or "")
+    dtype = (((model.get("install") or {}).get(fmt) or {}) if fmt else {}).get("dtype")
+    arch = model.get("arch") or {}
+    if fmt != "hf" or dtype not in DTYPE_BITS or not arch:
+        return model
+    bits = DTYPE_BITS[str(dtype)]
+    served = {k: v for k, v in arch.items() if k != "weights_gb"}
+    served.update({"dense_weight_bits": bits, "kv_cache_bits": 16})
+    return {**model, "arch": served}
+
+
 def _num(perf: Mapping[str, Any], key: str, default: float) -> float:
     v = perf.get(key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default

@@ -170,6 +170,21 @@ def box_name(hardware: Mapping[str, Any]) -> str:
     return re.sub(r"_(tp|ep|dp)\d+$", "", str(hardware.get("name") or "unknown"))
 
 
+# Servers whose calibration is the box's own (the simulator twins SGLang); any other engine
+# runs on a box with its own overheads, so its constants are the "<box>-<engine>" box's.
+BOX_ENGINES = ("sglang", "sim", "")
+
+
+def engine_hardware(hardware: Mapping[str, Any], server: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``hardware`` as the twin sees it under this engine: llama.cpp on the CPU box is box
+    ``cpu-llamacpp`` (its own calibration file), SGLang on B300 stays ``b300``."""
+    name = str((server or {}).get("name") or "")
+    perf = hardware.get("perf") or {}
+    if name in BOX_ENGINES or perf.get("box"):
+        return hardware
+    return {**hardware, "perf": {**perf, "box": f"{box_name(hardware)}-{name}"}}
+
+
 def user_dir() -> Path:
     env = os.environ.get(ENV_DIR)
     if env:

@@ -140,7 +140,7 @@ class Problem:
             wanted: dict[str, set[str]] = {}
             for p in pts:
                 for n in CHAIN_CONSTANTS.get(_family(p), ()):
-                    if n == "draft_cont" and not p.spec.get("draft_p_min"):
+                    if n == "draft_cont" and not (p.spec.get("draft_p_min") or 0):
                         continue  # no probability floor: a draft model always drafts its budget
                     wanted.setdefault(p.workload or "default", set()).add(n)
             for wl in sorted(wanted):

@@ -119,5 +119,7 @@ def evaluate(points: Sequence[Point], chosen: Sequence[Split], *, level: float =
                 return (predict_point(pt, values),)
 
             (value, low, high), = band(one, cal, z)
+            if pt.kind == "accept_len":  # a step yields at least its bonus token
+                low = max(low, 1.0)
             report.outcomes.append(Outcome(sp.name, sp.group, pt, value, low, high))
     return report

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from sweep.sim.constants import box_name
+from sweep.sim.arch import as_served
+from sweep.sim.constants import box_name, engine_hardware
 
 CODING_PROMPT_TOKENS = 100  # the five-problem prompts, when a problem does not record its own
 KINDS = ("output_tok_s", "accept_len", "stream_tok_s")
@@ -73,10 +74,41 @@ def draft_size(cfg: Mapping[str, Any]) -> float:
     return 1.0
 
 
+# What an engine does when a chain drafter's flag is not given (llama.cpp common/common.h).
+LLAMACPP_DEFAULTS = {"--spec-ngram-mod-n-min": 48, "--spec-ngram-mod-n-match": 24, "--spec-draft-n-min": 0}
+
+
+def chain_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A chain drafter's numbers as the engine runs them, read from its rendered flags (the knobs'
+    names differ by engine and branch; the flags do not): ``chain_n_max`` (tokens drafted at most),
+    ``chain_floor`` (drafts shorter than this are dropped), ``lookup_key`` (the shortest n-gram an
+    n-gram lookup accepts), ``draft_p_min``."""
+    spec, server = cfg.get("spec") or {}, cfg.get("server") or {}
+    flavor = str(server.get("flavor") or server.get("name") or "")
+    args = (((spec.get("render") or {}).get(flavor) or {}).get("args")) or {}
+    ngram = str(spec.get("algorithm") or "").lower() == "ngram"
+    if flavor == "llamacpp" and args:
+        def flag(name: str) -> Any:
+            value = args.get(name)
+            return LLAMACPP_DEFAULTS.get(name) if value is None else value
+
+        return {"chain_n_max": args.get("--spec-ngram-mod-n-max" if ngram else "--spec-draft-n-max")
+                or spec.get("budget"),
+                "chain_floor": flag("--spec-ngram-mod-n-min" if ngram else "--spec-draft-n-min"),
+                "lookup_key": flag("--spec-ngram-mod-n-match") if ngram else None,
+                "draft_p_min": args.get("--spec-draft-p-min")}
+    conf = args.get("--speculative-config") if flavor == "vllm" else None
+    if isinstance(conf, Mapping):
+        return {"chain_n_max": conf.get("num_speculative_tokens") or spec.get("budget"), "chain_floor": 0,
+                "lookup_key": conf.get("prompt_lookup_min") if ngram else None, "draft_p_min": None}
+    return {}
+
+
 def spec_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
     spec = cfg.get("spec") or {}
     out = {k: spec.get(k) for k in SPEC_KEYS}
     out["draft_size"] = draft_size(cfg)
+    out.update(chain_keys(cfg))
     return out
 
 
@@ -104,6 +136,8 @@ def spec_label(spec: Mapping[str, Any]) -> str:
 def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     cfg = doc.get("config") or {}
     hardware, model, workload = cfg.get("hardware") or {}, cfg.get("model") or {}, cfg.get("workload") or {}
+    hardware = engine_hardware(hardware, cfg.get("server"))
+    model = as_served(model, cfg.get("server"))
     spec = spec_of(cfg)
     eager = bool((cfg.get("server") or {}).get("disable_cuda_graph"))
     max_tokens = int(workload.get("max_tokens") or 512)
@@ -152,7 +186,8 @@ def landscape_points(path: Path) -> list[Point]:
         cid = str(pt.get("config"))
         comp = land.composed(cid)
         cfg = {**comp, "workload": {**((comp.get("workload") or {})), "name": pt.get("workload")}}
-        hardware, model = comp.get("hardware") or {}, comp.get("model") or {}
+        hardware = engine_hardware(comp.get("hardware") or {}, comp.get("server") or {"name": land.engine})
+        model = as_served(comp.get("model") or {}, comp.get("server"))
         spec = spec_of(cfg)
         ctx, conc = int(pt["context"]), int(pt["concurrency"])
         max_tokens = int(pt.get("max_tokens") or (land.doc.get("workloads", {}).get(pt.get("workload")) or {})

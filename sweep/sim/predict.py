@@ -88,8 +88,10 @@ def setup(config: Any, calibration: Any = None) -> dict[str, Any]:
     from sweep.sim.measured import max_running_of, spec_of
 
     cfg = _plain(config)
-    hardware, model = cfg["hardware"], cfg["model"]
     workload, server = cfg["workload"], cfg.get("server") or {}
+    from sweep.sim.arch import as_served
+
+    hardware, model = constants.engine_hardware(cfg["hardware"], server), as_served(cfg["model"], server)
     cal = constants.resolve(hardware, calibration)
     return {"cfg": cfg, "cal": cal, "box": box_of(hardware, model), "spec": {**cfg["spec"], **spec_of(cfg)},
             "workload": str(workload.get("name") or ""), "values": cal.for_workload(str(workload.get("name") or "")),
