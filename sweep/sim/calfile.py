@@ -54,6 +54,7 @@ def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
         "status": {result.params[i].name: result.status(i) for i in idx},
         "uncertainty": {
             "residual_sd_log": cal.residual_sd,
+            **({"residual_sd_log_by_kind": dict(cal.residual_by_kind)} if cal.residual_by_kind else {}),
             "names": list(cal.names),
             "covariance": [list(row) for row in cal.covariance],
         },

@@ -131,6 +131,11 @@ class Calibration:
     points: int = 0
     key: tuple[Any, ...] = field(default=(), compare=False)
     kind: str = "nvlink"
+    residual_by_kind: tuple[tuple[str, float], ...] = ()  # per kind of point (output_tok_s, accept_len ...)
+
+    def residual(self, kind: str | None = None) -> float:
+        """The residual scatter of this kind of point (the overall one when not fitted per kind)."""
+        return dict(self.residual_by_kind).get(kind or "", self.residual_sd)
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -141,7 +146,8 @@ class Calibration:
         return Calibration(values=values, source=self.source, box=self.box, path=self.path,
                            calibrated=self.calibrated, names=self.names, covariance=self.covariance,
                            residual_sd=self.residual_sd, points=self.points,
-                           key=(tag or "custom", tuple(sorted(values.items()))), kind=self.kind)
+                           key=(tag or "custom", tuple(sorted(values.items()))), kind=self.kind,
+                           residual_by_kind=self.residual_by_kind)
 
     def for_workload(self, workload: str | None) -> dict[str, float]:
         """Its constants as a prediction for ``workload`` reads them (see :func:`for_workload`)."""
@@ -244,7 +250,9 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
     return Calibration(values=values, source=f"calibrated: {box} ({path})", box=box, path=str(path),
                        calibrated=True, names=tuple(unc.get("names") or ()), covariance=cov,
                        residual_sd=float(unc.get("residual_sd_log") or 0.0),
-                       points=len(doc.get("points") or ()), key=("file", str(path)), kind=kind)
+                       points=len(doc.get("points") or ()), key=("file", str(path)), kind=kind,
+                       residual_by_kind=tuple(sorted((str(k), float(v)) for k, v in
+                                                     (unc.get("residual_sd_log_by_kind") or {}).items())))
 
 
 @lru_cache(maxsize=64)

@@ -237,7 +237,42 @@ def _lm(prob: Problem, z: np.ndarray, max_iter: int = 60) -> tuple[np.ndarray, i
 
 
 def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
-    """The MAP constants for these points (``start``: z values by param key, to warm-start)."""
+    """The MAP constants for these points (``start``: z values by param key, to warm-start).
+
+    Points of different models share no constant (every box holds one model), so each
+    model's points are fitted on their own -- one model's large misfit (a noisy CPU box)
+    must not decide when another's optimisation stops -- and the results are joined."""
+    models = sorted({model_name(p) for p in points})
+    if len(models) > 1:
+        parts = [(m, [i for i, p in enumerate(points) if model_name(p) == m]) for m in models]
+        return _join(points, [(idx, _fit_one([points[i] for i in idx], start)) for _, idx in parts])
+    return _fit_one(points, start)
+
+
+def _join(points: Sequence[Point], parts: list[tuple[list[int], Fit]]) -> Fit:
+    """One Fit from independent ones (block-diagonal covariance, predictions in point order)."""
+    n = sum(len(f.params) for _, f in parts)
+    cov = np.zeros((n, n))
+    predicted = [0.0] * len(points)
+    offset = 0
+    for idx, f in parts:
+        k = len(f.params)
+        cov[offset:offset + k, offset:offset + k] = f.cov
+        offset += k
+        for i, v in zip(idx, f.predicted):
+            predicted[i] = v
+    logs = np.array([math.log(v / p.measured) for v, p in zip(predicted, points)])
+    dof = max(1.0, len(points) - float(sum(np.sum(f.shrink) for _, f in parts)))
+    return Fit(params=[p for _, f in parts for p in f.params], z=np.concatenate([f.z for _, f in parts]),
+               cov=cov, shrink=np.concatenate([f.shrink for _, f in parts]),
+               calibrations={b: c for _, f in parts for b, c in f.calibrations.items()},
+               predicted=predicted, residual_sd=math.sqrt(float(logs @ logs) / dof),
+               directions=sum(f.directions for _, f in parts), iterations=max(f.iterations for _, f in parts),
+               boxes={b: k for _, f in parts for b, k in f.boxes.items()},
+               model_of={b: m for _, f in parts for b, m in f.model_of.items()})
+
+
+def _fit_one(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     prob = Problem(points)
     z0 = np.array([(start or {}).get(p.key, p.centre) for p in prob.params])
     z, iterations = _lm(prob, z0)
@@ -252,13 +287,17 @@ def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     cals = {}
     for box in sorted(prob.boxes):
         idx = [i for i, p in enumerate(prob.params) if p.box in (None, box) and p.model == prob.model_of[box]]
-        box_rsd = _residual_sd(prob, resid, shrink, [i for i, p in enumerate(points) if p.box == box])
+        rows = [i for i, p in enumerate(points) if p.box == box]
+        box_rsd = _residual_sd(prob, resid, shrink, rows)
+        kinds = sorted({points[i].kind for i in rows})
+        by_kind = tuple((k, _round(_residual_sd(prob, resid, shrink, [i for i in rows if points[i].kind == k])))
+                        for k in kinds) if len(kinds) > 1 else ()
         cals[box] = Calibration(
             values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
             calibrated=True, names=tuple(prob.params[i].name for i in idx),
             covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
             residual_sd=_round(box_rsd), points=sum(p.box == box for p in points),
-            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box])
+            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box], residual_by_kind=by_kind)
     return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
                predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
                iterations=iterations, boxes=dict(prob.boxes), model_of=dict(prob.model_of))
@@ -282,7 +321,7 @@ def _residual_sd(prob: Problem, resid: np.ndarray, shrink: np.ndarray, rows: Seq
 
 
 def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
-         cal: Calibration, z: float = 1.0) -> list[tuple[float, float, float]]:
+         cal: Calibration, z: float = 1.0, kind: str | None = None) -> list[tuple[float, float, float]]:
     """(value, low, high) per output of ``point_fn(constants)``: a +-z sigma band (z=1: 68%).
 
     Propagates the calibration's posterior covariance (log/logit space) through
@@ -307,6 +346,6 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
     cov = np.array(cal.covariance)
     out = []
     for i, v in enumerate(values):
-        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual_sd ** 2))
+        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual(kind) ** 2))
         out.append((v, v * math.exp(-z * sigma), v * math.exp(z * sigma)))
     return out

@@ -118,7 +118,7 @@ def evaluate(points: Sequence[Point], chosen: Sequence[Split], *, level: float =
             def one(values: Mapping[str, float], pt: Point = pt) -> tuple[float]:
                 return (predict_point(pt, values),)
 
-            (value, low, high), = band(one, cal, z)
+            (value, low, high), = band(one, cal, z, kind=pt.kind)
             if pt.kind == "accept_len":  # a step yields at least its bonus token
                 low = max(low, 1.0)
             report.outcomes.append(Outcome(sp.name, sp.group, pt, value, low, high))

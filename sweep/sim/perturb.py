@@ -92,4 +92,5 @@ def perturbed_calibration(hardware: Mapping[str, Any], *, seed: int, scale: floa
     source = f"perturbed twin of {cal.source} (seed {seed}, scale {scale:g}, structure sd {structure_sd:g})"
     return Calibration(values=values, source=source, box=cal.box, path=cal.path, calibrated=cal.calibrated,
                        names=cal.names, covariance=cal.covariance, residual_sd=cal.residual_sd,
-                       points=cal.points, key=("perturbed", seed, scale, structure_sd, cal.key), kind=cal.kind)
+                       points=cal.points, key=("perturbed", seed, scale, structure_sd, cal.key), kind=cal.kind,
+                       residual_by_kind=cal.residual_by_kind)

@@ -73,7 +73,7 @@ def _prior_covariance(cal: Calibration, hardware: Mapping[str, Any]) -> Calibrat
     cov = tuple(tuple(float(constants.prior(n, kind)["sd"]) ** 2 if i == j else 0.0
                       for j in range(len(names))) for i, n in enumerate(names))
     return Calibration(values=cal.values, source=cal.source, box=cal.box, names=names, covariance=cov,
-                       key=cal.key, kind=cal.kind)
+                       key=cal.key, kind=cal.kind, residual_by_kind=cal.residual_by_kind)
 
 
 def _failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
@@ -131,7 +131,7 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False, level: 
                     e = cell(box, constants.for_workload(values, su["workload"]), spec, **kw)
                     return e["tok_s"], e["per_stream_tok_s"]
 
-                (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded, z)
+                (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded, z, kind="output_tok_s")
                 row.update({"output_tok_s_low": lo, "output_tok_s_high": hi,
                             "per_stream_tok_s_low": plo, "per_stream_tok_s_high": phi})
             out["cells"].append(row)
