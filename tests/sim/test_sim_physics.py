@@ -187,3 +187,27 @@ def test_perturbed_twin_is_seeded_and_moves_by_the_twins_uncertainty() -> None:
     assert moved == ["overlap_penalty", "tree_mask_penalty", "gemm_tile_rows"]  # the structure moves too
     with pytest.raises(ValueError):
         perturbed_calibration(hw, seed=0, scale=-1)
+
+
+def test_chain_numbers_come_from_the_engines_flags_and_the_model_as_it_loads_it() -> None:
+    from sweep.sim.measured import chain_keys
+
+    vllm = {"spec": {"algorithm": "ngram", "budget": 4, "ngram_n_min": 2, "render": {"vllm": {"args": {
+        "--speculative-config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+                                 "prompt_lookup_min": 2}}}}}, "server": {"name": "vllm", "flavor": "vllm"}}
+    assert chain_keys(vllm) == {"chain_n_max": 4, "chain_floor": 0, "lookup_key": 2, "draft_p_min": None}
+    llama = {"spec": {"algorithm": "ngram", "budget": 16, "render": {"llamacpp": {"args": {
+        "--spec-ngram-mod-n-max": 16, "--spec-ngram-mod-n-min": None, "--spec-ngram-mod-n-match": None}}}},
+        "server": {"name": "llamacpp"}}
+    keys = chain_keys(llama)  # unset flags: llama.cpp's own defaults (a floor of 48 drops every 16-token draft)
+    assert keys["chain_floor"] == 48 and keys["lookup_key"] == 24
+    c = {**constants.prior_values("cpu"), "ngram_hit": 0.5, "ngram_cont": 0.9, "ngram_q": 0.9}
+    assert accept.mean_width(accept.shape_of({**llama["spec"], **keys}), c) == 1.0
+    # an engine other than SGLang calibrates its own box; a GGUF loaded dequantized streams bf16 bytes
+    hw = load("hardware", "cpu")
+    assert constants.engine_hardware(hw, {"name": "llamacpp"})["perf"]["box"] == "cpu-llamacpp"
+    assert constants.engine_hardware(load("hardware", "b300"), {"name": "sglang"})["perf"].get("box") is None
+    gguf = {**SMOL, "install": {**(SMOL.get("install") or {}), "hf": {"dtype": "bfloat16"}}}
+    as_hf = arch.as_served(gguf, {"model_format": "hf"})
+    assert arch.shape(as_hf)["dense_bytes"] > 2.5 * arch.shape(gguf)["dense_bytes"]
+    assert arch.as_served(gguf, {"model_format": "gguf"}) is gguf
