@@ -116,6 +116,7 @@ def _run_trial(overrides: list[str], run_dir: Path, timeout: float) -> dict[str,
         if doc.get("status") in ("ok", "failed"):
             return doc
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "load_avg").write_text(f"{os.getloadavg()[0]:.2f}\n")  # how busy the shared box was
     cmd = [sys.executable, "-m", "sweep", *overrides, f"server.port={_free_port()}", "mlflow.enabled=false",
            "baseline.auto_run=false", f"hydra.run.dir={run_dir}"]
     with open(run_dir / "stdout.log", "w") as out:
@@ -164,6 +165,7 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
             "failure": None if ok else {"reason": reason.get("reason") or "no result",
                                         "message": (reason.get("message") or "")[:300]},
             "startup_s": [((d.get("server") or {}).get("startup_s")) for d in ok],
+            "load_avg": [d.get("_load_avg") for d in docs],  # 1-minute load average when each round started
             "accept": _accept_summary(acc), "greedy_identical": None, "coding_pass_rate": None,
             "result_json": None,
         })
@@ -248,8 +250,12 @@ def main() -> int:
     done = 0
     for rnd in range(1, args.rounds + 1):
         for cid, overrides in configs:
-            doc = _run_trial([*base, *overrides], args.work / f"round{rnd}" / cid, args.trial_timeout)
-            runs.setdefault(cid, []).append(doc or {"status": "failed", "failure": {"reason": "timeout"}})
+            run_dir = args.work / f"round{rnd}" / cid
+            doc = _run_trial([*base, *overrides], run_dir, args.trial_timeout)
+            doc = dict(doc or {"status": "failed", "failure": {"reason": "timeout"}})
+            load = run_dir / "load_avg"
+            doc["_load_avg"] = float(load.read_text()) if load.is_file() else None
+            runs.setdefault(cid, []).append(doc)
             done += 1
             status = (doc or {}).get("status", "timeout")
             tok = [c.get("output_tok_s") for c in (doc or {}).get("cells") or []]
