@@ -80,6 +80,8 @@ if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
 
 logger = logging.getLogger(__name__)
+# server.port unset and the group's port in use: the next free one within this many
+PORT_SPAN = 100
 
 # --------------------------------------------------------------- the launcher
 
@@ -128,6 +130,33 @@ class LocalLauncher(ServerLauncher):
             if adopted is not None:
                 return adopted
             return self._start(launch, server, Path(trial_dir))
+
+    def pick_port(self, host: str, preferred: int) -> int:
+        """``preferred``, or the next port a server of ours can listen on (``server.port`` unset).
+
+        In this order, within ``PORT_SPAN`` ports from ``preferred``: the port of the server this
+        launcher runs now (the next job of a grid reuses it when its launch is unchanged, or
+        restarts on the same port), the port of a server an earlier run kept that this run may
+        take over (adopted or stopped by ``ensure``), the first port nothing listens on. None of
+        those: ``preferred`` (``ensure`` then fails ``port_in_use``, naming what holds it).
+        """
+        span = range(int(preferred), min(int(preferred) + PORT_SPAN, 65536))
+        with self._lock:
+            server = self._server
+            if self.alive() and server is not None and server.host == host and server.port in span:
+                return int(server.port)
+        directory = _state.state_dir(self.settings)
+        for port in span:
+            try:
+                kept = _state.read_state(_state.state_path(directory, host, port))
+            except ValueError:
+                continue
+            if kept is not None and kept.is_running() and (kept.owned_by_me() or not kept.owner_alive()):
+                return port
+        for port in span:
+            if not port_in_use(host, port):
+                return port
+        return int(preferred)
 
     def announce_kept(self) -> str | None:
         """Log (once per server) that the server stays up and how to stop it; the line or None.

@@ -26,11 +26,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from sweep import errors
+
 MANIFEST = "install.json"
 
 
-class InstallError(RuntimeError):
-    """An install step failed; the message says which and where its log is."""
+class InstallError(errors.InstallError):
+    """An install step failed; the message says which and where its log is (exit 1 at the boundary)."""
 
 
 def say(msg: str) -> None:

@@ -9,6 +9,9 @@ Exit status of ``python -m sweep`` (scripts and CI rely on it):
   is for); a full disk (one line, see :mod:`sweep.atomic`);
 * 2: bad input (one line naming the key), before anything started;
 * 130: Ctrl-C (the trial is recorded ``interrupted``).
+
+The codes are :mod:`sweep.errors`' ``EXIT_*``; errors are raised here and
+reported once, by ``python -m sweep``'s boundary (``sweep/__main__.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from omegaconf import DictConfig
 import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*} before composition)
 from sweep import secrets
 from sweep.atomic import DiskFull
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep.errors import EXIT_FAILED, StopRun
 from sweep.launch import Launch
 
-EXIT_FAILED = 1
 # (multirun?, trial status) of every trial this process ran
 _outcomes: list[tuple[bool, str]] = []
 _sweep_dirs: list[Path] = []  # multiruns this process ran (their trials may run in pool workers)
@@ -85,34 +87,47 @@ def print_dry_run(launch: Launch, simulated: bool, secret_flags: tuple[str, ...]
 @hydra.main(config_path="pkg://sweep.conf", config_name="config", version_base="1.3")
 def task(cfg: DictConfig) -> Any:
     from sweep.compose.config import from_omegaconf
-    from sweep.compose.render import render
 
     secrets.install_log_masking()
-    try:
-        trial_cfg = from_omegaconf(cfg)
-    except ConfigError as err:
-        from hydra.core.hydra_config import HydraConfig
+    trial_cfg = from_omegaconf(cfg)  # a ConfigError: one line at the boundary (checked up front anyway)
+    from hydra.core.hydra_config import HydraConfig
 
-        mode = HydraConfig.get().mode
-        if mode is not None and mode.name == "RUN":
-            print(secrets.mask_text(err.one_line()), file=sys.stderr)
-            raise SystemExit(EXIT_CONFIG) from None
-        raise
-    launch = render(trial_cfg)
+    from sweep.trial.port import place
+
+    # the port its server listens on: server.port when given, else the next free one from it
+    trial_cfg, launch, ports = place(cfg, trial_cfg, list(HydraConfig.get().overrides.task))
     if trial_cfg.dry_run:
         secrets.configure(trial_cfg.secret_names)
         secrets.remember(launch.secrets)
         print_dry_run(launch, trial_cfg.simulated, trial_cfg.server.secret_flags)
         return None
-    from hydra.core.hydra_config import HydraConfig
-
     from sweep.trial.run import run_trial
 
     mode = HydraConfig.get().mode
     try:
-        ret = run_trial(trial_cfg, launch, cfg)
-    except DiskFull as exc:  # one line, not Hydra's traceback; the servers were stopped
-        print(secrets.mask_text(exc.one_line()), file=sys.stderr)
-        raise SystemExit(EXIT_FAILED) from None
-    _outcomes.append((mode is not None and mode.name == "MULTIRUN", str(ret.get("status"))))
+        ret = run_trial(trial_cfg, launch, cfg, ports=ports)
+    except DiskFull as exc:  # the servers were stopped; the whole run ends (not one job of a grid)
+        raise StopRun() from exc
+    multirun = mode is not None and mode.name == "MULTIRUN"
+    _outcomes.append((multirun, str(ret.get("status"))))
+    if not multirun and ret.get("result_path"):
+        _say_outputs(Path(str(ret["result_path"])), trial_cfg.mlflow.enabled)
     return ret
+
+
+def _say_outputs(result_path: Path, mlflow: bool) -> None:
+    """A single run ends with its report, its plots and its MLflow run (a multirun: the callback)."""
+    import logging
+
+    from sweep.record.result import TrialResult
+    from sweep.record.tracking import run_line
+    from sweep.report import outputs
+
+    try:
+        report = outputs.single_report(result_path)
+        doc = TrialResult.load(result_path)
+        line = run_line(doc) if mlflow else None
+        outputs.say(outputs.where_lines(report, outputs.plot_files(result_path.parent / outputs.PLOTS_DIR),
+                                        line))
+    except Exception as exc:  # noqa: BLE001 - a report bug never fails the run
+        logging.getLogger(__name__).warning("could not write the report: %s", exc)

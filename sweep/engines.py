@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep import errors
+from sweep.errors import ConfigError
 
 EPILOG = """examples:
   python -m sweep.engines llamacpp                     # build llama-server, get SmolLM2 + draft
@@ -94,15 +95,10 @@ def install_all(args: argparse.Namespace, install: dict[str, Any], model: dict[s
     return want
 
 
+@errors.command("sweep.engines")
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    from sweep._engine_build import InstallError
-
-    try:
-        install, model = resolve(args.engine, args.overrides)
-    except ConfigError as err:
-        print(err.one_line(), file=sys.stderr)
-        return EXIT_CONFIG
+    install, model = resolve(args.engine, args.overrides)  # a ConfigError: one line, exit 2
     if args.check:
         gone = missing(install, model)
         for name, path in paths(install, model).items():
@@ -111,11 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"not installed: {', '.join(gone)}; run: python -m sweep.engines {args.engine}",
                   file=sys.stderr)
         return 1 if gone else 0
-    try:
-        found = install_all(args, install, model)
-    except InstallError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    found = install_all(args, install, model)  # an InstallError: one line, exit 1
     for name, path in found.items():
         print(f"{name}: {path}")
     return 0

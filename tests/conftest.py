@@ -41,3 +41,13 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
     yield start
     for sim in started:
         sim.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How long each README command took (tests/test_readme.py), when any ran."""
+    import readme_blocks
+
+    if readme_blocks.TIMES:
+        terminalreporter.section("README commands (tests/test_readme.py)")
+        for line in readme_blocks.times_table():
+            terminalreporter.write_line(line)

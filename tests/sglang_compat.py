@@ -253,3 +253,25 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """``parse_args`` with SGLang's parser; raises :class:`ParseError` on a bad argv."""
     return server_args_parser().parse_args(argv)
 
+
+def parse_logged(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """``parse`` plus every warning SGLang's code logged while parsing (deprecated flags:
+    ``DeprecatedStoreTrueAction`` logs, it does not raise). Colour codes are stripped."""
+    import logging
+    import re
+
+    seen: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING and record.name.startswith("sglang"):
+                seen.append(re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
+
+    handler = _Collect(level=logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        return parse(argv), seen
+    finally:
+        root.removeHandler(handler)
+

@@ -233,7 +233,8 @@ async def arun_coding_eval(base_url: str, workload: "Workload", model_name: str,
                     results.append(ProblemResult(prob.name, run.passed, tok_s, rec.completion_tokens,
                                                  run.error, rec.text))
                 bar.advance(task)
-                bar.update(task, tok_s=f"{sum(r.passed for r in results)}/{len(results)} passed")
+                failed = sum(not r.passed for r in results)  # the bar already counts problems run
+                bar.update(task, tok_s=f"{failed} failed" if failed else "all passed")
     return CodingResult(eval=workload.coding, problems=results, sandbox=enforced)
 
 

@@ -100,6 +100,9 @@ class Server:
     info_paths: tuple[str, ...] = ("/get_server_info", "/server_info")
     # how `python -m sweep.engines` installs the server (None: installed by the user)
     install: Mapping[str, Any] | None = None
+    # server.port as configured, when the port was in use and the launch moved to the next
+    # free one (server.port unset by the user; sweep/trial/port.py); None otherwise
+    configured_port: int | None = None
 
     @property
     def base_url(self) -> str:

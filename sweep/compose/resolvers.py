@@ -3,7 +3,10 @@
 ``${sweep.python:}`` is the running interpreter, so ``server=sim`` starts
 the simulator with the same environment as the controller; ``${sweep.gt:a,b}``
 lets YAML turn a number into a boolean flag (e.g. vLLM's
---enable-expert-parallel when hardware.ep > 1); ``${sweep.csv:list}`` joins a
+--enable-expert-parallel when hardware.ep > 1); ``${sweep.when:cond,value}`` is
+``value`` when ``cond`` is true and null (the flag dropped) otherwise, for a
+boolean knob whose flag takes a value (SGLang's ``--cuda-graph-backend-decode
+disabled`` for ``server.disable_cuda_graph``); ``${sweep.csv:list}`` joins a
 list into one comma-separated argument (llama.cpp's ``P0,P1,...`` values), null
 stays null so the flag is dropped. ``${sweep.engines_dir:}`` and
 ``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
@@ -26,12 +29,20 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.python", lambda: sys.executable)
     if not OmegaConf.has_resolver("sweep.gt"):
         OmegaConf.register_new_resolver("sweep.gt", lambda a, b: float(a) > float(b))
+    if not OmegaConf.has_resolver("sweep.when"):
+        OmegaConf.register_new_resolver("sweep.when", _when)
     if not OmegaConf.has_resolver("sweep.csv"):
         OmegaConf.register_new_resolver("sweep.csv", _csv)
     if not OmegaConf.has_resolver("sweep.engines_dir"):
         OmegaConf.register_new_resolver("sweep.engines_dir", lambda: str(_engine_paths.engines_dir()))
     if not OmegaConf.has_resolver("sweep.cpu_target"):
         OmegaConf.register_new_resolver("sweep.cpu_target", _engine_paths.cpu_target)
+
+
+def _when(cond: Any, value: Any) -> Any:
+    if isinstance(cond, str):  # an override spelt as text
+        cond = cond.strip().lower() == "true"
+    return value if cond else None
 
 
 def _csv(value: Any) -> str | None:

@@ -22,18 +22,31 @@ UI_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
 UI_VIEW = {
     "searchFilter": "tags.`specsweep.kind` = 'trial'",
     "orderByKey": "metrics.`tok_s_lowc`", "orderByAsc": False,
-    # rounded.* are tags with 4 significant figures (the metrics keep full precision;
-    # sort by the metric columns, which the view orders by)
-    "selectedColumns": ["tags.`workload`", "params.`spec.budget`", "params.`spec.topk`",
-                        "params.`spec.window`", "tags.`status`", "tags.`failure.reason`",
-                        "tags.`rounded.tok_s_lowc`", "tags.`rounded.headline_concurrency`",
-                        "tags.`rounded.tok_s_peak`", "tags.`rounded.speedup_vs_baseline`",
-                        "tags.`rounded.accept_len`", "tags.`rounded.coding_pass_rate`",
-                        "tags.`rounded.ttft_ms_p50`", "tags.`rounded.usd_per_mtok`"],
+    # the headline figures first, as short-named tags rounded to 4 significant figures
+    # (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
+    "selectedColumns": ["tags.`status`", "tags.`tok/s`", "tags.`conc`", "tags.`speedup`", "tags.`accept len`",
+                        "tags.`accept rate`", "tags.`TTFT ms`", "tags.`TPOT ms`", "tags.`pass`",
+                        "params.`spec.budget`", "params.`spec.topk`", "params.`spec.window`",
+                        "tags.`workload`", "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`"],
     # like with like: one group per box and workload
     "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "hardware"},
                                                            {"mode": "tag", "groupByData": "workload"}]},
 }
+# The MLflow 3 UI opens every experiment in its GenAI view unless the page's address asks for the
+# classic one (3.17: the workflowType query parameter, else what the user picked last, else GenAI);
+# newer releases also follow the experiment's mlflow.experimentKind tag, which we set at creation.
+EXPERIMENT_KIND = "custom_model_development"
+CLASSIC_VIEW = "workflowType=machine_learning"
+
+
+def ui_path(experiment_id: str | None, run_id: str | None = None) -> str:
+    """The UI's address (after host:port) of an experiment's trials view or of one run, in the
+    classic (model training) view."""
+    if experiment_id is None:
+        return f"/#/experiments?{CLASSIC_VIEW}"
+    if run_id:
+        return f"/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
+    return f"/#/experiments/{experiment_id}/runs?viewStateShareKey={UI_VIEW_KEY}&{CLASSIC_VIEW}"
 
 
 def ensure_experiment(client: Any, name: str, tracking_uri: str) -> str:
@@ -51,8 +64,9 @@ def ensure_experiment(client: Any, name: str, tracking_uri: str) -> str:
         # MLflow would root artifacts at <cwd>/mlruns, and cwd may be a Hydra job dir.
         db = Path(tracking_uri[len("sqlite:///"):].partition("?")[0])
         location = (db.parent / "mlruns" / re.sub(r"[^\w.-]", "_", name)).as_uri()
-    try:
-        exp_id = str(client.create_experiment(name, artifact_location=location))
+    try:  # a classic experiment from its first moment (the kind is a tag of the creation itself)
+        exp_id = str(client.create_experiment(name, artifact_location=location,
+                                              tags={"mlflow.experimentKind": EXPERIMENT_KIND}))
     except MlflowException:  # created meanwhile by a parallel job
         if (exp := client.get_experiment_by_name(name)) is None:
             raise
@@ -67,10 +81,19 @@ def ui_defaults(client: Any, exp: Any) -> None:
     tags = dict(exp.tags or {})
     wanted = {UI_VIEW_TAG: json.dumps(UI_VIEW, sort_keys=True)}
     if "mlflow.experimentKind" not in tags:  # never override the user's choice
-        wanted["mlflow.experimentKind"] = "custom_model_development"
+        wanted["mlflow.experimentKind"] = EXPERIMENT_KIND
     for key, value in wanted.items():
         if tags.get(key) != value:
             try:
                 client.set_experiment_tag(exp.experiment_id, key, value)
             except Exception as exc:  # noqa: BLE001 - cosmetic only
                 log.debug("could not set %s on the experiment: %s", key, exc)
+
+
+def ui_url(tracking_uri: str | None, experiment_id: str | None, run_id: str | None = None) -> str:
+    """Where a person opens a run (or the experiment's trials view): the tracking server itself,
+    or for a local store what ``mlflow ui`` serves by default (http://127.0.0.1:5000)."""
+    uri = str(tracking_uri or "")
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return base + ui_path(experiment_id, run_id)
+

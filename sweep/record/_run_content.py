@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -31,10 +32,21 @@ TAG_PARENT = "mlflow.parentRunId"   # what MLflow's UI nests runs by
 # finished benchmark either; the run's "status" tag says pruned.
 RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "running": "KILLED",
               "pruned": "KILLED"}
-CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
-               ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
-               ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
-               ("errors", "errors"), ("usd_per_mtok", "usd_per_mtok"))
+# The matrix as metric series, step = concurrency: ``<section>/<what>ctx<context>``. MLflow's run
+# page and chart view put a key's part before "/" into a section of its own, sections in name
+# order before the headline figures' section: the numbers put throughput, then TTFT, then TPOT first.
+CELL_SERIES = (("1 tok_s/", "output_tok_s"),
+               ("2 ttft_ms/p50 ", "ttft_ms_p50"), ("2 ttft_ms/p99 ", "ttft_ms_p99"),
+               ("3 tpot_ms/p50 ", "tpot_ms_p50"), ("3 tpot_ms/p99 ", "tpot_ms_p99"),
+               ("4 itl_ms/p50 ", "itl_ms_p50"), ("4 itl_ms/p99 ", "itl_ms_p99"),
+               ("5 per_stream_tok_s/", "per_stream_tok_s"), ("6 accept_len/", "accept_len"),
+               ("7 errors/", "errors"), ("8 usd_per_mtok/", "usd_per_mtok"))
+TOK_S_SERIES = CELL_SERIES[0][0]  # "1 tok_s/": output tok/s per context, step = concurrency
+
+
+def cell_metric(prefix: str, context: int, suffix: str = "") -> str:
+    """``1 tok_s/ctx60``, ``2 ttft_ms/p99 ctx60``, ``1 tok_s/ctx60 ci_low``."""
+    return f"{prefix}ctx{int(context)}" + (f" {suffix}" if suffix else "")
 SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -127,26 +139,31 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
     return {k: v for k, v in tags.items() if v is not None and v != ""}
 
 
-# Headline metrics shown rounded in the shipped view (tags; the metrics keep full precision).
-ROUNDED = ("tok_s_lowc", "headline_concurrency", "tok_s_peak", "speedup_vs_baseline", "accept_len",
-           "coding_pass_rate", "ttft_ms_p50", "tpot_ms_p50", "usd_per_mtok")
+# Headline metrics shown rounded in the shipped view, as tags with short names (a column header
+# is the tag's name; the metrics keep full precision under their own names).
+ROUNDED = {"tok_s_lowc": "tok/s", "headline_concurrency": "conc", "speedup_vs_baseline": "speedup",
+           "accept_len": "accept len", "accept_rate": "accept rate", "ttft_ms_p50": "TTFT ms",
+           "tpot_ms_p50": "TPOT ms", "tok_s_peak": "peak tok/s", "coding_pass_rate": "pass",
+           "usd_per_mtok": "USD/Mtok"}
 
 
 def rounded_tags(doc: TrialResult) -> dict[str, str]:
-    """``rounded.<metric>``: 4 significant figures, what the UI's trials view shows."""
+    """``tok/s``, ``TTFT ms``, ...: headline metrics to 4 significant figures, what the UI's
+    trials view shows as columns (:data:`ROUNDED`)."""
     from sweep.report.records import rounded
     from sweep.score.metrics import honest
 
     values = honest(doc).to_dict()
     if values.get("tok_s_lowc") is None:  # nothing measured: no concurrency to show either
         values.pop("headline_concurrency", None)
-    return {f"rounded.{k}": f"{rounded(float(v)):g}" for k in ROUNDED if (v := _number(values.get(k))) is not None}
+    return {tag: f"{rounded(float(v)):g}" for k, tag in ROUNDED.items() if (v := _number(values.get(k))) is not None}
 
 
 def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
     """(key, value, step): headline metrics at step 0 (old files read right:
-    ``tok_s_c1`` only for concurrency 1), the matrix as ``tok_s.ctx<context>``
-    (and latency companions) with step = concurrency."""
+    ``tok_s_c1`` only for concurrency 1), the matrix as ``1 tok_s/ctx<context>``
+    (and its latency, acceptance, error and cost companions, :data:`CELL_SERIES`) with
+    step = concurrency."""
     from sweep.score.metrics import honest
 
     out = [(k, v, 0) for k, raw in honest(doc).to_dict().items() if (v := _number(raw)) is not None]
@@ -155,11 +172,11 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
             continue
         for prefix, name in CELL_SERIES:
             if (v := _number(cell.get(name))) is not None:
-                out.append((f"{prefix}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+                out.append((cell_metric(prefix, cell.context), v, int(cell.concurrency)))
         ci = cell.output_tok_s_ci  # workload.repeats > 1: the mean above and its 95% interval
-        for side, bound in zip(("tok_s_ci_low", "tok_s_ci_high"), ci or ()):
+        for side, bound in zip(("ci_low", "ci_high"), ci or ()):
             if (v := _number(bound)) is not None:
-                out.append((f"{side}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+                out.append((cell_metric(TOK_S_SERIES, cell.context, side), v, int(cell.concurrency)))
     pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
     if pred is not None:
         for key, raw in (("predicted_objective", pred.objective), ("prediction_error", pred.error),
@@ -168,7 +185,7 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
                 out.append((key, v, 0))
         for c in pred.cells:
             if (v := _number(c.get("predicted_output_tok_s"))) is not None:
-                out.append((f"predicted_tok_s.ctx{int(c['context'])}", v, int(c["concurrency"])))
+                out.append((cell_metric(TOK_S_SERIES, c["context"], "predicted"), v, int(c["concurrency"])))
     return out
 
 
@@ -199,6 +216,7 @@ def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Red
     import yaml
 
     from sweep.report import plots
+    from sweep.report.outputs import PLOTS_DIR, plot_files
 
     def write(name: str, text: str) -> None:
         (out / name).write_text(red.text(text))
@@ -214,4 +232,10 @@ def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Red
     tail = doc.failure.log_tail if doc.failure is not None and not doc.ok else None
     if tail:
         write("log_tail.txt", str(tail).rstrip("\n") + "\n")
-    plots.trial_plots(doc, out / "plots")
+    drawn = plot_files(job_dir / PLOTS_DIR)  # the trial drew them next to its result
+    if drawn:
+        (out / PLOTS_DIR).mkdir(exist_ok=True)
+        for png in drawn:
+            shutil.copyfile(png, out / PLOTS_DIR / png.name)
+    else:  # an older result being synced
+        plots.trial_plots(doc, out / PLOTS_DIR)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,7 +114,7 @@ def ensure_parent(tracker: Tracker, sweep_dir: Path) -> str:
         found = tracker.find_run(TAG_SWEEP_KEY, sweep_key(sweep_dir), "sweep")
         run_id = str(found.info.run_id) if found else _create_parent(tracker, sweep_dir, record)
         record.update({"run_id": run_id, "tracking_uri": tracker.display_uri,
-                       "experiment": tracker.experiment})
+                       "experiment": tracker.experiment, "experiment_id": exp})
         record.setdefault("sweep_id", sweep_id(sweep_dir))
         write_parent_file(sweep_dir, record)
         return run_id
@@ -142,6 +143,7 @@ def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
     """Sweep-level plots, the trials table and summary metrics, then end the run."""
     from sweep.record.result import iter_results
     from sweep.report import html, plots, table
+    from sweep.report.outputs import PLOTS_DIR, plot_files
     from sweep.report.compare import build_groups
 
     sweep_dir = Path(sweep_dir)
@@ -168,7 +170,13 @@ def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
         client.set_tag(run_id, "best.trials", ", ".join(b.name for b in table.best_per_group(groups)))
     tracker.log_batch(run_id, metrics=[(k, float(v), 0) for k, v in metrics.items()])
     with tempfile.TemporaryDirectory(prefix="specsweep-parent-") as tmp:
-        plots.sweep_plots(docs, Path(tmp) / "plots")
+        drawn = plot_files(sweep_dir / PLOTS_DIR)  # the sweep's end drew them into its dir
+        if drawn:
+            (Path(tmp) / PLOTS_DIR).mkdir()
+            for png in drawn:
+                shutil.copyfile(png, Path(tmp) / PLOTS_DIR / png.name)
+        else:
+            plots.sweep_plots(docs, Path(tmp) / PLOTS_DIR)
         report = sweep_dir / html.FILENAME
         if not report.is_file() and docs:
             html.write_report(docs, Path(tmp) / html.FILENAME, title=str(record_name(sweep_dir)),

@@ -64,6 +64,9 @@ class ServerInfo(Record):
     info: dict[str, Any] = field(default_factory=dict)
     base_url: str | None = None
     log: str | None = None
+    configured_port: int | None = field(default=None, metadata={
+        "doc": "server.port as configured, when it was in use and the server was started on the "
+               "next free port instead (server.port not given; base_url has the port used)"})
 
 
 @dataclass(kw_only=True)
@@ -169,6 +172,9 @@ class Metrics(Record):
                "sweep.score.metrics.honest reads them right)"})
     tok_s_peak: float | None = None
     accept_len: float | None = None
+    accept_rate: float | None = field(default=None, metadata={
+        "doc": "accepted / drafted draft tokens over the trial (the requests' or /metrics counters), "
+               "else the server's own accept rate (SGLang's log or gauge); sweep.score.acceptance"})
     coding_pass_rate: float | None = None
     speedup_vs_baseline: float | None = None
     ttft_ms_p50: float | None = None
@@ -212,6 +218,7 @@ class MlflowInfo(Record):
     synced: bool = False
     tracking_uri: str | None = None
     experiment: str | None = None
+    experiment_id: str | None = None
 
 
 @dataclass(kw_only=True)

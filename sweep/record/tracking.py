@@ -37,11 +37,12 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from sweep import secrets
+from sweep.errors import EXIT_FAILED, SweepError
 from sweep.atomic import write_atomic
 from sweep.compose.settings import Mlflow
 from sweep.record import _tracking_off
 from sweep.record import parent as _parent
-from sweep.record._mlflow_experiment import UI_VIEW_KEY, ensure_experiment
+from sweep.record._mlflow_experiment import UI_VIEW_KEY, ensure_experiment, ui_url
 from sweep.record._params import MAX_TAG_VALUE, flatten_params, truncate
 from sweep.record._run_content import (RUN_STATUS, TAG_COMPLETE, TAG_KIND, TAG_RESULT_ID, _ms,
                                        cell_table, normalize, result_id, stage_artifacts,
@@ -51,7 +52,7 @@ from sweep.record.result import FILENAME as RESULT_FILE
 from sweep.record.result import MlflowInfo, TrialResult
 
 __all__ = ["PARENT_FILE", "UI_VIEW_KEY", "Tracker", "TrackingUnavailable", "launch_dir",
-           "resolve_tracking_uri", "safe_uri"]
+           "resolve_tracking_uri", "run_line", "safe_uri", "sweep_line"]
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,13 @@ _experiment_ids: dict[tuple[str, str], str] = {}
 _STALE_EXPERIMENT = frozenset({"INVALID_PARAMETER_VALUE", "INVALID_STATE", "RESOURCE_DOES_NOT_EXIST"})
 
 
-class TrackingUnavailable(RuntimeError):
-    """MLflow cannot be reached; the message says where and why (``timed_out``: it hung)."""
+class TrackingUnavailable(SweepError):
+    """MLflow cannot be reached; the message says where and why (``timed_out``: it hung).
+
+    Trials and sync record it and go on; at a boundary it is one line, exit 1.
+    """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, message: str, *, timed_out: bool = False) -> None:
         super().__init__(message)
@@ -269,7 +275,7 @@ class Tracker:
     def _write_back(self, result: TrialResult | Mapping[str, Any], job_dir: Path, run_id: str) -> None:
         """``mlflow: {run_id, synced: true, ...}`` into result.json (atomic)."""
         info = MlflowInfo(run_id=run_id, synced=True, tracking_uri=self.display_uri,
-                          experiment=self.experiment)
+                          experiment=self.experiment, experiment_id=self._experiment_id)
         if isinstance(result, TrialResult):
             result.mlflow = info  # keep the caller's copy in step with the file
         elif isinstance(result, dict):
@@ -327,3 +333,35 @@ class Tracker:
                 return
             _warn_once(secrets.mask_text(f"{exc}; `python -m sweep.sync {sweep_dir}` finishes "
                                          "the parent run later"))
+
+
+# -- where a person finds a run ------------------------------------------------------------------
+def _open_hint(tracking_uri: str | None) -> str:
+    uri = str(tracking_uri or "")
+    if uri.startswith(("http://", "https://")):
+        return "open"
+    where = launch_dir()
+    here = where.resolve() == Path.cwd().resolve()
+    return "run `mlflow ui`" + ("" if here else f" in {where}") + ", then open"
+
+
+def run_line(doc: TrialResult) -> str | None:
+    """One line: the trial's MLflow run and the address of its page (None when not logged)."""
+    info = doc.mlflow
+    if info is None or not info.run_id:
+        return None
+    return (f"run '{doc.trial.name}' in experiment '{info.experiment}' ({info.tracking_uri}): "
+            f"{_open_hint(info.tracking_uri)} {ui_url(info.tracking_uri, info.experiment_id, info.run_id)} "
+            "(its Artifacts tab: result.json, server.log, plots/)")
+
+
+def sweep_line(sweep_dir: Path) -> str | None:
+    """One line: the sweep's parent run and the address of its trials' view (None when not logged)."""
+    record = _parent.read_parent_file(Path(sweep_dir))
+    if not record.get("run_id"):
+        return None
+    uri = record.get("tracking_uri")
+    return (f"parent run '{record.get('name') or Path(sweep_dir).name}' in experiment "
+            f"'{record.get('experiment')}' ({uri}), its trials nested under it: {_open_hint(uri)} "
+            f"{ui_url(uri, record.get('experiment_id'))}")
+

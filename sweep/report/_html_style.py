@@ -47,6 +47,7 @@ svg .t { font-size:13px; font-weight:600; fill:#24292f; }
 svg .k { font-size:10.5px; fill:#57606a; } svg .l { font-size:11px; fill:#57606a; }
 svg .b { font-size:11.5px; fill:#24292f; } svg .v { font-size:11px; fill:#24292f; font-weight:600; }
 svg .n { font-size:11px; fill:#cf222e; font-style:italic; } svg .rl { font-size:10.5px; fill:#57606a; }
+svg .pl { font-size:10px; fill:#24292f; paint-order:stroke; stroke:#fff; stroke-width:3px; }
 svg .g { stroke:#eaeef2; stroke-width:1; } svg .a { stroke:#8c959f; stroke-width:1; }
 svg .ref { stroke:#8a8f98; stroke-width:1.2; stroke-dasharray:6 4; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 14px; margin:8px 0 2px; font-size:12.5px; }

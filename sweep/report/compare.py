@@ -24,6 +24,7 @@ from sweep.compose.settings import Objective
 from sweep.record.result import Metrics, TrialResult
 from sweep.score import objective as score_objective
 from sweep.score import speedup as score_speedup
+from sweep.score.acceptance import Speculation, speculation
 from sweep.score.noise import Candidate, Ties, objective_interval, tied_within_noise
 from sweep.score.metrics import Headline, headline, honest
 
@@ -98,6 +99,17 @@ class Row:
     @property
     def is_baseline(self) -> bool:
         return self.spec == "none"
+
+    @property
+    def speculation(self) -> Speculation:
+        """What speculation did (accept length, rate, per position; sweep.score.acceptance)."""
+        return speculation(self.doc)
+
+    @property
+    def knobs(self) -> str:
+        """The spec knobs that are set, ``budget 8, topk 4, window 2048`` (``ddtree`` when none is)."""
+        set_ = [f"{k} {v}" for k in ("budget", "topk", "window") if (v := getattr(self, k)) is not None]
+        return ", ".join(set_) or self.spec
 
 
 @dataclass

@@ -25,7 +25,7 @@ from sweep.record.result import TrialResult
 from sweep.report import svg
 from sweep.report._html_style import CSS
 from sweep.report.compare import Group, Row, build_groups
-from sweep.report.records import headline_cell, interval, record
+from sweep.report.records import headline_cell, interval, record, rerun_command
 from sweep.score.metrics import ok_cells
 
 FILENAME = "report.html"
@@ -68,8 +68,9 @@ def _speedup_text(r: Row) -> str:
 
 def _table(g: Group) -> str:
     best = g.best
-    head = ["#", "trial", "status", g.headline_label, "peak tok/s", "speedup", "accept", "coding",
-            "TTFT ms p50/90/99", "TPOT ms p50/90/99", "errors", "$/Mtok", "startup s"]
+    head = ["#", "trial", "status", g.headline_label, "peak tok/s", "speedup", "accept len", "accept rate",
+            "coding", "TTFT ms p50/90/99", "TPOT ms p50/90/99", "errors", "$/Mtok", "startup s"]
+    rated = any(r.speculation.rate is not None for r in g.rows)
     priced = any(r.metrics.usd_per_mtok is not None for r in g.rows)
     erred = any(r.metrics.errors for r in g.rows)
     rows = []
@@ -82,19 +83,38 @@ def _table(g: Group) -> str:
         lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
                for k in ("ttft", "tpot")}
         mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
+        peak_nd = 0 if (rec["tok_s_peak"] or 0) >= 100 else 1  # 0.5 tok/s is not "0"
         rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
                     f"<td>{escape(r.name)}</td><td>{status}</td>{_td(_headline_html(g, r))}"
-                    f"{_td(_f(rec['tok_s_peak'], 0))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
-                    f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
+                    f"{_td(_f(rec['tok_s_peak'], peak_nd))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
+                    + (_td(_rate_html(r)) if rated else "")
+                    + f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
                     + (_td(str(rec['errors'] if rec['errors'] is not None else '–')) if erred else "")
                     + (_td(_f(rec['usd_per_mtok'], 2)) if priced else "")
                     + f"{_td(_f(rec['startup_s'], 1))}</tr>")
+    if not rated:  # no server reported a rate (or only baselines)
+        head.remove("accept rate")
     if not priced:  # no hardware.cost_per_hour: no column of dashes
         head.remove("$/Mtok")
     if not erred:  # no request failed anywhere in the group
         head.remove("errors")
     ths = "".join(f'<th class="{"n" if i in (0,) or i > 2 else ""}">{escape(h)}</th>' for i, h in enumerate(head))
     return f'<div class="tablewrap"><table><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _rate_html(r: Row) -> str:
+    """The accept rate, with accepted of drafted as its tooltip when counted."""
+    spec = r.speculation
+    if spec.rate is None:
+        return "–"
+    return f'<span title="{escape(spec.rate_text())}">{spec.rate:.2f}</span>'
+
+
+def _speculation_notes(g: Group) -> str:
+    """One line per trial whose draft was never accepted (it makes the trial slower, not faster)."""
+    notes = [f"<b>{escape(r.name)}</b>: {escape(v)}" for r in g.rows
+             if r.doc.ok and (v := r.speculation.verdict()) is not None]
+    return "".join(f'<p class="note">{n}</p>' for n in notes)
 
 
 def _legend(g: Group, colors: dict[int, str]) -> str:
@@ -153,10 +173,19 @@ def _per_context(g: Group, colors: dict[int, str]) -> list[str]:
     return out
 
 
+def _short_names(g: Group) -> dict[int, str]:
+    """Each row by the spec knobs that differ within the group (``b8``, ``b16 t2``, ``none``)."""
+    keys = [k for k in ("spec", "budget", "topk", "window") if len({str(getattr(r, k)) for r in g.rows}) > 1]
+    abbr = {"spec": "", "budget": "b", "topk": "t", "window": "w"}
+    return {id(r): " ".join(f"{abbr[k]}{getattr(r, k)}" for k in keys if getattr(r, k) is not None)
+            or ("baseline" if r.is_baseline else "") for r in g.rows}
+
+
 def _pareto(g: Group, colors: dict[int, str]) -> list[str]:
     from sweep.report.plots import pareto_front
 
     series, every = [], []
+    short = _short_names(g)
     for r in g.rows:
         cells = [c for c in ok_cells(r.doc.cells) if c.per_stream_tok_s is not None] if r.doc.ok else []
         if cells:
@@ -164,14 +193,51 @@ def _pareto(g: Group, colors: dict[int, str]) -> list[str]:
             every += pts
             series.append(svg.Series(r.name, colors[id(r)], pts, tips=[
                 f"{r.name}: ctx {c.context}, conc {c.concurrency}: {c.per_stream_tok_s:,.1f} per stream, "
-                f"{c.output_tok_s:,.1f} aggregate" for c in cells]))
+                f"{c.output_tok_s:,.1f} aggregate" for c in cells],
+                labels=[" ".join(x for x in (short[id(r)], f"ctx{c.context} c{c.concurrency}") if x)
+                        for c in cells]))
     if not series:
         return []
     chart = svg.scatter_front(series, pareto_front(every), title="Per-stream vs aggregate tok/s",
                               x_label="per-stream tok/s (what one user sees)",
                               y_label="aggregate tok/s (the box)")
     return [_figure(chart, "Every cell of every finished trial; the dotted line is the Pareto front: "
-                           "no other cell is faster for both the user and the box.")]
+                           "no other cell is faster for both the user and the box. Points on it are "
+                           "labelled with their configuration, context and concurrency.",
+                    legend=[(s.label, s.color) for s in series])]
+
+
+LATENCY_CHARTS = (("ttft", "TTFT", "time to first token"), ("tpot", "TPOT", "time per output token"),
+                  ("itl", "ITL", "inter-token latency"))
+
+
+def _latency(g: Group, colors: dict[int, str]) -> list[str]:
+    """TTFT, TPOT and ITL p50 (solid) and p99 (dashed) against concurrency, per context."""
+    ok = [r for r in g.rows if r.doc.ok and ok_cells(r.doc.cells)]
+    levels = sorted({c.concurrency for r in ok for c in ok_cells(r.doc.cells)})
+    if len(levels) < 2:
+        return []
+    out = []
+    short = _short_names(g)
+    for ctx in sorted({c.context for r in ok for c in ok_cells(r.doc.cells)}):
+        for key, name, what in LATENCY_CHARTS:
+            series = []
+            for r in ok:
+                cells = sorted((c for c in ok_cells(r.doc.cells) if c.context == ctx), key=lambda c: c.concurrency)
+                for q, dashed in (("p50", False), ("p99", True)):
+                    pts = [(float(c.concurrency), float(v)) for c in cells
+                           if (v := c.get(f"{key}_ms_{q}")) is not None]
+                    if pts:
+                        series.append(svg.Series(f"{r.name} {q}", colors[id(r)], pts, dashed=dashed, tips=[
+                            f"{short[id(r)] or r.name}: ctx {ctx}, conc {int(x)}: {name} {q} {y:,.1f} ms"
+                            for x, y in pts]))
+            if series:
+                chart = svg.line_chart(series, title=f"{name} p50 / p99, context {ctx}",
+                                       x_label="concurrency (in-flight requests)", y_label=f"{name} ms",
+                                       log2_x=True)
+                out.append(_figure(chart, f"{what.capitalize()} against concurrency at context {ctx}: "
+                                          "solid p50, dashed p99, one colour per configuration."))
+    return out
 
 
 def _knob_charts(g: Group) -> list[str]:
@@ -187,15 +253,19 @@ def _knob_charts(g: Group) -> list[str]:
     lines: dict[str, list[Row]] = {}
     for r in spec:
         if isinstance(getattr(r, knob), (int, float)):
-            lines.setdefault(f"{other} {getattr(r, other)}, window {r.window}", []).append(r)
+            # the other knobs that are set name the line (llama.cpp drafts have no topk or window)
+            fixed = [f"{k} {v}" for k in (other, "window") if (v := getattr(r, k)) is not None]
+            lines.setdefault(", ".join(fixed) or r.spec, []).append(r)
     log2 = min(values) > 0 and max(values) >= 4 * min(values)
     out = []
+    values_of = {"accept": lambda r: r.metrics.accept_len, "rate": lambda r: r.speculation.rate,
+                 "speedup": lambda r: r.speedup}
     for metric, title, y_label in (("accept", "Accept length", "tokens per verify step"),
+                                   ("rate", "Accept rate", "accepted / drafted"),
                                    ("speedup", "Speedup over the baseline", "× baseline")):
         series = []
         for i, (name, rows) in enumerate(sorted(lines.items())):
-            pts = [(float(getattr(r, knob)), v) for r in rows
-                   if (v := (r.metrics.accept_len if metric == "accept" else r.speedup)) is not None]
+            pts = [(float(getattr(r, knob)), v) for r in rows if (v := values_of[metric](r)) is not None]
             if pts:
                 series.append(svg.Series(name, svg.color(i), pts, tips=[
                     f"{name}, {knob} {x:g}: {y:.2f}" for x, y in pts]))
@@ -205,10 +275,12 @@ def _knob_charts(g: Group) -> list[str]:
                            '(run <code>spec=none</code> with the same box and workload).</p>')
             continue
         chart = svg.line_chart(series, title=f"{title} vs {knob}", x_label=label, y_label=y_label,
-                               log2_x=log2, y_zero=metric == "speedup", x_ticks=sorted(values),
+                               log2_x=log2, y_zero=metric != "accept", x_ticks=sorted(values),
                                hlines=[(1.0, "baseline")] if metric == "speedup" else ())
-        caption = ("Finished trials; " + ("the trial's accept length over all cells." if metric == "accept"
-                                          else "headline tok/s over the group's baseline."))
+        caption = "Finished trials; " + {
+            "accept": "the trial's accept length over all cells (1 = no draft token accepted).",
+            "rate": "accepted over drafted draft tokens (where the server counts them; else its own rate).",
+            "speedup": "headline tok/s over the group's baseline."}[metric]
         out.append(_figure(chart, caption, legend=[(s.label, s.color) for s in series]))
     return out
 
@@ -230,7 +302,14 @@ def _cells(g: Group) -> str:
         head = "".join(f'<th class="n">{h}</th>' for h in (
             "ctx", "conc", "requests", "errors", "tok/s", "tok/s per stream", "TTFT p50/90/99 ms",
             "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len"))
-        parts.append(f"<details><summary>cells of {escape(r.name)} ({escape(r.status)})</summary>"
+        spec = r.speculation
+        said = []
+        if spec.rate is not None:
+            said.append(f"accept rate {spec.rate_text()}")
+        if (positions := spec.positions_text()) is not None:
+            said.append(f"accepted per draft position (share of drafting steps): {positions}")
+        note = f'<p class="muted">{escape("; ".join(said))}</p>' if said else ""
+        parts.append(f"<details><summary>cells of {escape(r.name)} ({escape(r.status)})</summary>{note}"
                      f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead>'
                      f"<tbody>{''.join(rows)}</tbody></table></div></details>")
     return "".join(parts)
@@ -243,15 +322,18 @@ def _group(g: Group, i: int) -> str:
         sp = f", {best.speedup:.2f}× the baseline" if best.speedup is not None and not best.is_baseline else ""
         verdict = (f'<div class="best">★ Best feasible: <b>{escape(best.name)}</b> — '
                    f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}"
-                   f"<br><small>{escape(g.noise_line or '')}</small></div>")
+                   f"<br><small>{escape(g.noise_line or '')}</small>"
+                   f"<br><small>run it again: <code>{escape(rerun_command(best))}</code></small></div>")
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '
             f"workload <b>{escape(g.workload_label)}</b> · objective <b>{escape(g.objective_name)}</b>"
             + (' <span class="pill sim">simulated</span>' if g.simulated else "") + "</p>")
-    charts = [_bars(g, colors), *_per_context(g, colors), *_pareto(g, colors), *_knob_charts(g)]
+    charts = [_bars(g, colors), *_per_context(g, colors), *_pareto(g, colors), *_knob_charts(g),
+              *_latency(g, colors)]
     return (f'<section id="group-{i}" class="group"><h2>Group {i}: {escape(g.hardware_label)} · '
             f"{escape(g.model_label)} · {escape(g.rows[0].workload)}</h2>{meta}{verdict}{_table(g)}"
+            f"{_speculation_notes(g)}"
             f'{_legend(g, colors)}<div class="charts">{"".join(charts)}</div>'
             f'<h3>Cells</h3>{_cells(g)}</section>')
 
@@ -300,6 +382,13 @@ crosses groups.</dd>
 (<code>tok_s_lowc</code>, its concurrency in the column header).</dd>
 <dt>Feasible</dt><dd>Ended ok and meets the objective's constraints (coding pass rate, zero request errors,
 an optional p99 TTFT limit).</dd>
+<dt>tok/s and per stream</dt><dd><i>tok/s</i> is the cell's output tokens over its wall time, every stream
+together, time to first token and the gaps between requests included (the box's throughput);
+<i>per stream</i> is one stream's decode speed, its tokens over (end − first token). At concurrency 1 the
+per-stream figure is therefore a little above tok/s: it leaves out the TTFT.</dd>
+<dt>Accept length and rate</dt><dd>Accept length: tokens per target verify step (1 = no draft token
+accepted). Accept rate: accepted over drafted draft tokens, where the server counts them (llama.cpp,
+vLLM), else the server's own rate (SGLang's log).</dd>
 <dt>Speedup</dt><dd>Headline tok/s over the spec=none (autoregressive) baseline of the same group.</dd>
 <dt>Intervals</dt><dd>95% t-intervals over <code>workload.repeats</code> when a cell was measured more than once.</dd>
 </dl></footer>"""

@@ -88,20 +88,23 @@ def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
 
 
 def latency_vs_concurrency(doc: Doc, path: Path) -> Path | None:
-    """TTFT p50 and inter-token latency p50 against concurrency, per context."""
+    """TTFT, TPOT and ITL against concurrency, per context: p50 solid, p99 dashed."""
     cells = ok_cells(doc.cells)
     if not cells:
         return None
-    fig, (ttft, itl) = _figure(2)
-    for ctx, row in _by_context(cells).items():
+    fig, axes = _figure(3)
+    for i, (ctx, row) in enumerate(_by_context(cells).items()):
         xs = [c.concurrency for c in row]
-        ttft.plot(xs, [c.ttft_ms_p50 or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
-        itl.plot(xs, [c.itl_ms_p50 or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
-    ttft.set_ylabel("TTFT p50 (ms)")
-    itl.set_ylabel("ITL p50 (ms)")
-    for ax in (ttft, itl):
+        color = f"C{i}"
+        for ax, key in zip(axes, ("ttft", "tpot", "itl")):
+            for q, style in (("p50", "-"), ("p99", "--")):
+                ys = [c.get(f"{key}_ms_{q}") for c in row]
+                if all(y is not None for y in ys):
+                    ax.plot(xs, ys, style, marker="o", color=color, label=f"ctx {ctx} {q}")
+    for ax, name in zip(axes, ("TTFT", "TPOT", "ITL")):
+        ax.set_ylabel(f"{name} (ms), p50 solid, p99 dashed")
         _concurrency_axis(ax, cells)
-        _legend(ax, "small")
+        _legend(ax, "x-small")
     fig.suptitle(f"Latency vs concurrency: {_title(doc)}")
     return _save(fig, path)
 
@@ -125,8 +128,8 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
             if doc.ok:
                 baselines.append(doc)
             continue
-        key = (f"{doc.trial.hardware} {doc.trial.spec} "
-               f"t{doc.spec_value('topk')} w{doc.spec_value('window')}")
+        knobs = [f"{k[0]}{v}" for k in ("topk", "window") if (v := doc.spec_value(k)) is not None]
+        key = " ".join([doc.trial.hardware, doc.trial.spec, *knobs])
         series[key].append((float(budget), doc))
     if not series:
         return None
@@ -178,12 +181,16 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
     """Per-stream vs aggregate tok/s of every cell of every ok trial, with the
     front drawn: the configurations worth keeping for some latency target."""
     groups: list[tuple[list[float], list[float], str | None]] = []
+    names: dict[tuple[float, float], str] = {}  # a point -> its (config, context, concurrency)
     for i, doc in enumerate(d for d in docs if d.ok):
         cells = [c for c in ok_cells(doc.cells) if c.per_stream_tok_s is not None]
         if cells:
             label = doc.trial.name if i < max_legend else None
             groups.append(([float(c.per_stream_tok_s or 0.0) for c in cells],
                            [float(c.output_tok_s or 0.0) for c in cells], label))
+            for c in cells:
+                names.setdefault((float(c.per_stream_tok_s or 0.0), float(c.output_tok_s or 0.0)),
+                                 f"{doc.trial.name}, ctx {c.context} c{c.concurrency}")
     if not groups:
         return None  # before any figure is built
     fig, (ax,) = _figure(1)
@@ -194,6 +201,8 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
     front = pareto_front(every)
     ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.2,
             marker="D", markersize=4, label="Pareto front")
+    for point in front:  # the configurations worth keeping, named where they sit
+        ax.annotate(names.get(point, ""), point, textcoords="offset points", xytext=(5, 5), fontsize="xx-small")
     ax.set_xlabel("per-stream output tok/s (user speed)")
     ax.set_ylabel("aggregate output tok/s (box throughput)")
     ax.grid(True, alpha=0.3)

@@ -29,6 +29,7 @@ class Series:
     errors: list[tuple[float, float] | None] = field(default_factory=list)  # y interval per point
     tips: list[str] = field(default_factory=list)
     dashed: bool = False
+    labels: list[str] = field(default_factory=list)  # scatter_front: printed beside points on the front
 
 
 def color(i: int) -> str:
@@ -43,11 +44,9 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    ticks = []
-    t = start
-    while t <= hi + step * 0.5:
-        ticks.append(round(t, 10))
-        t += step
+    ticks = [round(start, 10)]
+    while ticks[-1] < hi - step * 1e-9:  # the last tick covers hi: no point above the frame
+        ticks.append(round(start + len(ticks) * step, 10))
     return ticks
 
 
@@ -98,17 +97,28 @@ class _Frame:
         return self.height - BOTTOM - (y - self.y0) / span * (self.height - TOP - BOTTOM)
 
 
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels for an axis's ticks, as short as :func:`_num` makes them but never two alike
+    (0.95 / 1.0 / 1.05 printed with one decimal read "1.0, 1.0, 1.1")."""
+    labels = [_num(t) for t in ticks]
+    digits = 0
+    while len(set(labels)) < len(labels) and digits < 6:
+        digits += 1
+        labels = [_num(t) if abs(t) >= 10000 else f"{t:,.{digits}f}" for t in ticks]
+    return labels
+
+
 def _axes(f: _Frame, title: str, x_label: str, y_label: str) -> list[str]:
     w, h = f.width, f.height
     out = [f'<text class="t" x="{LEFT}" y="18">{escape(title)}</text>']
-    for t in f.y_ticks:
+    for t, text in zip(f.y_ticks, tick_labels(f.y_ticks)):
         y = f.py(t)
         out.append(f'<line class="g" x1="{LEFT}" x2="{w - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text class="k" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_num(t)}</text>')
-    for t in f.x_ticks:
+        out.append(f'<text class="k" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{text}</text>')
+    for t, text in zip(f.x_ticks, tick_labels(f.x_ticks)):
         x = f.px(t)
         out.append(f'<line class="g" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{h - BOTTOM}"/>')
-        out.append(f'<text class="k" x="{x:.1f}" y="{h - BOTTOM + 15}" text-anchor="middle">{_num(t)}</text>')
+        out.append(f'<text class="k" x="{x:.1f}" y="{h - BOTTOM + 15}" text-anchor="middle">{text}</text>')
     out.append(f'<line class="a" x1="{LEFT}" x2="{w - RIGHT}" y1="{h - BOTTOM}" y2="{h - BOTTOM}"/>')
     out.append(f'<line class="a" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{h - BOTTOM}"/>')
     out.append(f'<text class="l" x="{(LEFT + w - RIGHT) / 2:.0f}" y="{h - 6}" text-anchor="middle">'
@@ -168,13 +178,26 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
         path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in front)
         body.append(f'<polyline fill="none" stroke="#222" stroke-width="1.3" stroke-dasharray="2 3" '
                     f'points="{path}"/>')
+    labelled: set[tuple[float, float]] = set()
+    placed: list[tuple[float, float]] = []  # where labels went
     for s in series:
-        for (x, y), tip in zip(s.points, s.tips or [""] * len(s.points)):
+        for (x, y), tip, label in zip(s.points, s.tips or [""] * len(s.points),
+                                      s.labels or [""] * len(s.points)):
             on_front = (x, y) in front
             body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="{4.6 if on_front else 3.4}" '
                         f'fill="{s.color}" fill-opacity="{1 if on_front else 0.7}" '
                         f'stroke="{"#222" if on_front else "#fff"}" stroke-width="1">'
                         f'<title>{escape(tip or s.label)}</title></circle>')
+            if on_front and label and (x, y) not in labelled:
+                labelled.add((x, y))
+                left = f.px(x) > width * 0.6  # near the right edge: the label goes to the left
+                below = f.py(y) < TOP + 16    # near the title: the label goes under the point
+                lx, ly = f.px(x) + (-7 if left else 7), f.py(y) + (15 if below else -6)
+                while any(abs(ly - py) < 11 and abs(lx - px) < 70 for px, py in placed):
+                    ly += 11  # a label already there (two front points close together): below it
+                placed.append((lx, ly))
+                body.append(f'<text class="pl" x="{lx:.1f}" y="{ly:.1f}" '
+                            f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
     return _svg(body, width, height, title)
 
 

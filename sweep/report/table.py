@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
-from sweep.report.records import record, records, rounded
+from sweep.report.records import record, records, rerun_command, rounded
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
            "rate, errors, TTFT SLO); ≈ tied with it within noise (95% intervals overlap); "
@@ -73,7 +73,9 @@ def print_groups(console: Any, groups: Sequence[Group], title: str) -> None:
     for g in groups:
         console.print(render_group(g))
         if g.best is not None and g.noise_line:
-            console.print(f"best {g.best.name}: {g.noise_line}", highlight=False)
+            console.print(f"best {g.best.name}: {g.noise_line}", highlight=False, markup=False)
+        if g.best is not None:
+            console.print(f"run the best again: {rerun_command(g.best)}", highlight=False, markup=False)
     console.print(CAPTION, style="dim", highlight=False)
 
 

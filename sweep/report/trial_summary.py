@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sweep.record.result import TrialResult
 from sweep.report._console import console as _console
 from sweep.report._console import fmt as _fmt
+from sweep.report.outputs import shown
+from sweep.score.acceptance import speculation
 from sweep.score.metrics import headline
 
 
 def _speedup(doc: TrialResult) -> str:
     x = doc.speedup_vs_baseline
-    if x is None and headline(doc).tok_s is None:
-        return "-"  # nothing measured to compare (a failed trial): no baseline hint
+    if x is None and (headline(doc).tok_s is None or not doc.ok):
+        return "-"  # nothing (complete) measured to compare: no baseline hint
     if x is None:
         return "- (no spec=none baseline yet; baseline.auto_run=true runs one)"
     return f"{x:.2f}x"
@@ -29,7 +33,9 @@ def print_trial(doc: TrialResult) -> None:
     status = doc.status
     colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(status, "white")
     tag = " [dim](simulated)[/dim]" if doc.simulated else ""
-    console.print(f"[bold]{trial.name}[/bold]{tag}: [{colour}]{status}[/{colour}]")
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(trial.name)}[/bold]{tag}: [{colour}]{status}[/{colour}]{escape(_where(doc))}")
     failure = doc.failure
     if failure:
         console.print(f"  reason: [red]{failure.reason}[/red] - {failure.message}")
@@ -38,7 +44,7 @@ def print_trial(doc: TrialResult) -> None:
             console.print("  " + line, style="dim", markup=False)
     if doc.cells:
         table = Table(title="throughput matrix", show_lines=False)
-        table.caption = "latencies in ms, p50 / p99; accept: tokens per verify step"
+        table.caption = CAPTION
         for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
                     "ITL", "TPOT", "accept"):
             table.add_column(col, justify="right")
@@ -58,8 +64,40 @@ def print_trial(doc: TrialResult) -> None:
     head = headline(doc)
     console.print(
         f"{head.label}: {_fmt(head.tok_s)}  peak: {_fmt(m.tok_s_peak)}  "
-        f"accept len: {_fmt(doc.accept_len.requests, 2)} (log {_fmt(doc.accept_len.log, 2)})  "
         f"speedup vs AR: {_speedup(doc)}  "
-        f"startup: {_fmt(m.startup_s)} s"
-        + ("  [server reused]" if doc.server is not None and doc.server.reused else ""))
-    console.print(f"result: {trial.job_dir}/result.json")
+        f"startup: {_fmt(m.startup_s)} s", markup=False)
+    for line in speculation_lines(doc):
+        console.print(line, markup=False)
+    console.print(f"result: {shown(Path(str(trial.job_dir)) / 'result.json')}", markup=False)
+
+
+# What the matrix's columns mean; the two tok/s columns differ on purpose (even at one stream).
+CAPTION = ("latencies ms, p50 / p99 · tok/s: all streams' tokens over the cell's wall time (TTFT included) · "
+           "tok/s/stream: one stream's speed after its first token (so above tok/s at conc 1) · "
+           "accept: tokens per verify step")
+
+
+def speculation_lines(doc: TrialResult) -> list[str]:
+    """Accept length and rate, per draft position where known, and the one line when the draft
+    was never accepted (sweep.score.acceptance)."""
+    spec = speculation(doc)
+    if spec.accept_len is None and spec.rate is None:
+        return []
+    log = f" (server log {_fmt(doc.accept_len.log, 2)})" if doc.accept_len.log is not None else ""
+    lines = [f"speculation: accept len {_fmt(spec.accept_len, 2)} tokens per verify step{log}, "
+             f"accept rate {spec.rate_text()}"]
+    if (positions := spec.positions_text()) is not None:
+        lines.append(f"  accepted per draft position (share of drafting steps): {positions}")
+    if (verdict := spec.verdict()) is not None:
+        lines.append(verdict)
+    return lines
+
+
+def _where(doc: TrialResult) -> str:
+    """`` · server http://127.0.0.1:30124 (30123 in use)``: where the trial's server listened."""
+    server = doc.server
+    if server is None or not server.base_url:
+        return ""
+    moved = f" ({server.configured_port} in use: next free port)" if server.configured_port else ""
+    reused = " [reused]" if server.reused else ""
+    return f" · server {server.base_url}{moved}{reused}"

@@ -104,6 +104,8 @@ def trial_accept_len(cells: Sequence[Cell]) -> float | None:
 
 
 def metrics(result: TrialResult) -> Metrics:
+    from sweep.score.acceptance import accept_rate
+
     cells = result.cells
     head = headline_cell(cells)
     ok = ok_cells(cells)
@@ -115,6 +117,7 @@ def metrics(result: TrialResult) -> Metrics:
         tok_s_c1=head.output_tok_s if head and head.concurrency == 1 else None,
         tok_s_peak=max((c.output_tok_s for c in ok if c.output_tok_s is not None), default=None),
         accept_len=trial_accept_len(cells),
+        accept_rate=accept_rate(result),
         coding_pass_rate=coding.pass_rate if coding is not None else None,
         speedup_vs_baseline=result.speedup_vs_baseline,
         ttft_ms_p50=head.ttft_ms_p50 if head else None,

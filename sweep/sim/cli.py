@@ -106,6 +106,9 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimArgs:
     """Parse argv (exits 2 with an argparse error on an unknown flag, like SGLang)."""
     env = os.environ if env is None else env
     ns = build_parser().parse_args(list(argv))
+    # SGLang 0.5.23 folds the deprecated boolean and the decode backend into one setting;
+    # so does the simulator: an eager decode either way (its CUDA-graph quirk is in decode capture).
+    ns.disable_cuda_graph = bool(ns.disable_cuda_graph or ns.cuda_graph_backend_decode == "disabled")
     hardware = dict(ns.sim_hardware or {})
     model = dict(ns.sim_model or {})
     model_path = ns.model_path

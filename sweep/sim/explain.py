@@ -52,7 +52,7 @@ def row(est: Mapping[str, float]) -> dict[str, Any]:
 def breakdown(config: Any, *, calibration: Any = None, concurrencies: Sequence[int] | None = None,
               context: int | None = None) -> dict[str, Any]:
     """Per concurrency: the step's parts, the config vs twice its budget, the best budget vs AR."""
-    from sweep.sim.predict import setup
+    from sweep.sim._setup import setup
 
     su = setup(config, calibration)
     wl = su["cfg"]["workload"]

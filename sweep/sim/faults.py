@@ -23,13 +23,14 @@ STARTUP_FAULTS = ("cuda_graph", "oom", "hang", "missing_module", "python_headers
 
 
 @lru_cache(maxsize=1)
-def templates() -> dict[str, list[dict[str, str]]]:
+def templates() -> dict[str, Any]:
     with FAULTS_FILE.open(encoding="utf-8") as fh:
         return yaml.safe_load(fh)
 
 
 def emit(kind: str, **values: Any) -> None:
-    """Print fault ``kind``'s log records with ``values`` filled in."""
+    """Print fault ``kind``'s log records with ``values`` filled in, then the line saying
+    it is simulated (a log tail must not read as a real server's, bug-report hints and all)."""
     for record in templates()[kind]:
         for where, text in record.items():
             line = text.format(**values)
@@ -39,3 +40,6 @@ def emit(kind: str, **values: Any) -> None:
                 logs.log(line)
             else:
                 logs.raw(line)
+    why = (templates().get("_why") or {}).get(kind, "")
+    logs.log(templates()["_note"].format(kind=kind, why=why.format(**values)))
+

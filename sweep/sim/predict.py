@@ -24,10 +24,11 @@ import sys
 from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
+from sweep import errors
 from sweep.sim import constants
 from sweep.sim.cells import cell
-from sweep.sim.constants import Calibration, CalibrationError
-from sweep.sim.perf import box_of, startup_failure
+from sweep.sim.constants import Calibration
+from sweep.sim._setup import setup  # noqa: F401 - re-exported: what a prediction runs on
 
 BAND_LEVEL = 0.8  # the printed prediction interval: 80% of measurements should fall inside
 
@@ -47,19 +48,6 @@ on its hardware, from the simulator's performance model -- no server is started.
 """
 
 
-def _plain(config: Any) -> Mapping[str, Any]:
-    raw = getattr(config, "raw", None)  # a validated TrialConfig
-    if raw is not None:
-        return raw
-    if hasattr(config, "_metadata"):  # an OmegaConf DictConfig
-        from omegaconf import OmegaConf
-
-        import sweep.compose.resolvers  # noqa: F401  (registers the project's resolvers)
-
-        return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
-    return config
-
-
 def _requests(workload: Mapping[str, Any], concurrency: int) -> int:
     if workload.get("requests_per_cell") is not None:
         return int(workload["requests_per_cell"])
@@ -74,29 +62,6 @@ def _prior_covariance(cal: Calibration, hardware: Mapping[str, Any]) -> Calibrat
                       for j in range(len(names))) for i, n in enumerate(names))
     return Calibration(values=cal.values, source=cal.source, box=cal.box, names=names, covariance=cov,
                        key=cal.key, kind=cal.kind, residual_by_kind=cal.residual_by_kind)
-
-
-def _failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
-             server: Mapping[str, Any]) -> str | None:
-    """The startup failure the server would hit with these flags (None: it starts)."""
-    flags = {k: server.get(k) for k in ("disable_cuda_graph", "skip_server_warmup", "mem_fraction_static")}
-    return startup_failure(hardware, model, spec, flags)
-
-
-def setup(config: Any, calibration: Any = None) -> dict[str, Any]:
-    """What a prediction of this config runs on: box, spec (with the derived keys), constants."""
-    from sweep.sim.measured import max_running_of, spec_of
-
-    cfg = _plain(config)
-    workload, server = cfg["workload"], cfg.get("server") or {}
-    from sweep.sim.arch import as_served
-
-    hardware, model = constants.engine_hardware(cfg["hardware"], server), as_served(cfg["model"], server)
-    cal = constants.resolve(hardware, calibration)
-    return {"cfg": cfg, "cal": cal, "box": box_of(hardware, model), "spec": {**cfg["spec"], **spec_of(cfg)},
-            "workload": str(workload.get("name") or ""), "values": cal.for_workload(str(workload.get("name") or "")),
-            "eager": bool(server.get("disable_cuda_graph")), "max_running": max_running_of(cfg),
-            "failure": _failure(hardware, model, cfg["spec"], server)}
 
 
 def predict(config: Any, *, calibration: Any = None, band: bool = False, level: float = BAND_LEVEL) -> dict[str, Any]:
@@ -198,8 +163,8 @@ def _coding_line(coding: Mapping[str, Any]) -> str:
             f"mean {coding['mean_tok_s']:.1f} tok/s -- {each}")
 
 
-def _options(args: list[str]) -> tuple[list[str], dict[str, str], str | None]:
-    """(Hydra overrides, --name value options, error) from the command line."""
+def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(Hydra overrides, --name value options) from the command line; a ConfigError names a bad one."""
     values: dict[str, str] = {}
     rest: list[str] = []
     i = 0
@@ -209,16 +174,16 @@ def _options(args: list[str]) -> tuple[list[str], dict[str, str], str | None]:
         if name in VALUE_OPTIONS:
             value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
             if not value:
-                return rest, values, f"error: {name}: {VALUE_OPTIONS[name]}"
+                raise errors.ConfigError(name, VALUE_OPTIONS[name])
             values[name] = value
             i += 1 if "=" in a else 2
             continue
         if a.startswith("--") and a not in FLAGS:
-            return rest, values, (f"error: {a}: unknown option (allowed: {', '.join([*VALUE_OPTIONS, *FLAGS])}, "
-                                  "Hydra overrides)")
+            raise errors.ConfigError(a, f"unknown option (allowed: {', '.join([*VALUE_OPTIONS, *FLAGS])}, "
+                                     "Hydra overrides)")
         rest.append(a)
         i += 1
-    return rest, values, None
+    return rest, values
 
 
 VALUE_OPTIONS = {"--calibration": "needs a path or 'none'",
@@ -226,15 +191,13 @@ VALUE_OPTIONS = {"--calibration": "needs a path or 'none'",
 FLAGS = ("--json", "--breakdown")
 
 
+@errors.command("sweep.sim.predict")
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(USAGE, end="")
         return 0
-    args, opts, error = _options(args)
-    if error:
-        print(error, file=sys.stderr)
-        return 2
+    args, opts = _options(args)
     as_json, want_breakdown = "--json" in args, "--breakdown" in args
     args = [a for a in args if a not in FLAGS]
     calibration = opts.get("--calibration")
@@ -245,27 +208,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError:
             concs = []
         if not concs or min(concs) < 1:
-            print(f"error: --concurrency: {VALUE_OPTIONS['--concurrency']}", file=sys.stderr)
-            return 2
-    from sweep.compose.config import from_omegaconf
-    from sweep.errors import EXIT_CONFIG, ConfigError
+            raise errors.ConfigError("--concurrency", VALUE_OPTIONS["--concurrency"])
     from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
     from sweep.sim import explain
 
-    try:
-        trial = from_omegaconf(compose(args))
-        pred = predict(trial, calibration=calibration, band=True)
-        if trial.workload.coding != "off":
-            pred["coding"] = predict_coding(trial, calibration=calibration)
-        if want_breakdown and not pred["failure"]:
-            pred["breakdown"] = explain.breakdown(trial, calibration=calibration,
-                                                  concurrencies=concs or explain.LADDER)
-    except ConfigError as err:
-        print(err.one_line(), file=sys.stderr)
-        return EXIT_CONFIG
-    except CalibrationError as err:
-        print(str(err), file=sys.stderr)
-        return 2
+    # a ConfigError (CalibrationError is one): one line at the boundary, exit 2
+    trial = from_omegaconf(compose(args))
+    pred = predict(trial, calibration=calibration, band=True)
+    if trial.workload.coding != "off":
+        pred["coding"] = predict_coding(trial, calibration=calibration)
+    if want_breakdown and not pred["failure"]:
+        pred["breakdown"] = explain.breakdown(trial, calibration=calibration,
+                                              concurrencies=concs or explain.LADDER)
     if as_json:
         print(json.dumps(pred, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
     else:

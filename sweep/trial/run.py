@@ -27,6 +27,7 @@ from sweep.score.objective import trial_return
 from sweep.trial import bench_errors, hooks, prediction
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
+from sweep.trial.port import Ports
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     (:mod:`sweep.trial.hooks`); one that raises StopTrial ends the matrix there:
     the trial is ``pruned`` with the cells measured so far.
     """
-    from sweep.bench import acceptance
+    from sweep.bench import acceptance, reported
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
@@ -108,7 +109,12 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     # requests sent twice because the server closed a kept-alive connection unanswered
     doc.requests_retried = sum(r.retries for c in cells for r in c.results)
     doc.accept_len.requests = score.trial_accept_len(doc.cells)
+    bad: str | None = None
     from_log = readers.log.read(launcher.log_since(mark))
+    try:  # figures the server reports are checked like its usage (sweep/bench/reported.py)
+        from_log = reported.metrics_window(from_log, "log") if from_log else from_log
+    except reported.BadReport as exc:
+        bad, from_log = str(exc), None
     doc.accept_len.log = from_log.get("accept_len") if from_log else None
     doc.accept_len.log_samples = from_log.get("samples") if from_log else 0
     doc.accept_len.absent = frozenset()
@@ -118,6 +124,10 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         after = _metrics(cfg, readers, base_url) or {}
         window = readers.metrics.read(metrics_delta(before, after))
         window["per_position"] = readers.metrics.positions(before, after, window.get("drafts"))
+        try:
+            window = reported.metrics_window(window, "/metrics")
+        except reported.BadReport as exc:
+            bad, window = bad or str(exc), {}
         doc.acceptance.metrics = window
         doc.accept_len.metrics = window.get("accept_len")
     if not launcher.alive():
@@ -125,6 +135,9 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
               _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
     elif message := bench_errors.verdict(bench_errors.tally(cells, coding), wl.max_error_rate):
         _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+    elif bad is not None:  # the server reported nonsense: nothing it measured is trusted
+        _fail(doc, bench_errors.REASON, f"{reported.KIND}: {bad}",
+              _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
 
 
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
@@ -190,8 +203,12 @@ def _remember_secrets(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> No
 
 
 def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
-              ctx: TrialContext | None = None) -> dict[str, Any]:
-    """Run one trial; always leaves ``result.json``; returns the sweeper's values."""
+              ctx: TrialContext | None = None, ports: Ports | None = None) -> dict[str, Any]:
+    """Run one trial; always leaves ``result.json``; returns the sweeper's values.
+
+    ``ports``: how to render the trial on another port when the user did not set
+    ``server.port`` (:mod:`sweep.trial.port`); a start that finds its port taken then
+    tries the next free one."""
     import launchers
     from launchers.base import LaunchFailure
 
@@ -209,22 +226,24 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
     interrupted: BaseException | None = None
     disk_full: DiskFull | None = None
     try:
-        if cfg.results.baseline_auto_run and cfg.spec.algorithm != "none":
-            from sweep.trial.autobaseline import ensure_baseline
+        from sweep.trial.autobaseline import ensure_baseline, wanted
 
-            ensure_baseline(cfg, ctx, lambda c, la, cx: run_trial(c, la, ctx=cx))
+        if wanted(cfg, ctx):
+            ensure_baseline(cfg, ctx, lambda c, la, cx, p: run_trial(c, la, ctx=cx, ports=p))
         launcher = launchers.get_launcher(cfg.launcher)
         t0 = time.monotonic()
         try:
-            handle = launcher.ensure(launch, cfg.server, ctx.job_dir)
+            cfg, launch, handle = _start(cfg, launch, launcher, ctx, ports, doc)
         except LaunchFailure as failure:
             _fail(doc, failure.reason, failure.message, launch.redact(failure.log_tail))
             doc.server = ServerInfo(reused=False, startup_s=time.monotonic() - t0, info={},
-                                    absent=frozenset({"base_url", "log"}))
+                                    base_url=cfg.server.base_url, configured_port=cfg.server.configured_port,
+                                    absent=frozenset({"log"}))
         else:
             doc.server = ServerInfo(reused=handle.reused, startup_s=handle.startup_s, info=handle.info,
                                     base_url=handle.base_url,
-                                    log=str(handle.log_path) if handle.log_path else None)
+                                    log=str(handle.log_path) if handle.log_path else None,
+                                    configured_port=cfg.server.configured_port)
             doc.write(path)
             try:
                 _benchmark(cfg, launcher, handle, doc, path)
@@ -259,11 +278,47 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
             launchers.stop_all()  # respects launcher.keep_server
     if disk_full is not None:
         raise disk_full  # nothing more can be recorded: sweep.app prints its one line, exit 1
+    _plots(doc, ctx.job_dir)  # <job dir>/plots/: on disk, and what MLflow logs
     _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
         raise interrupted
     _summary(doc)
     return trial_return(doc, cfg.objective, str(path))
+
+
+PORT_RETRIES = 2  # a chosen port taken before the server bound it: the next free one, this often
+
+
+def _start(cfg: TrialConfig, launch: Launch, launcher: Any, ctx: TrialContext, ports: Ports | None,
+           doc: TrialResult) -> tuple[TrialConfig, Launch, Any]:
+    """``launcher.ensure`` -- again on the next free port when a port the launcher chose was taken
+    by another process between the choice and the server's bind (only when ``ports`` is given)."""
+    from launchers.base import LaunchFailure
+
+    for attempt in range(PORT_RETRIES + 1):
+        _say_port(cfg)
+        try:
+            return cfg, launch, launcher.ensure(launch, cfg.server, ctx.job_dir)
+        except LaunchFailure as failure:
+            if failure.reason != "port_in_use" or ports is None or attempt == PORT_RETRIES:
+                raise
+            port = launcher.pick_port(cfg.server.host, cfg.server.port + 1)
+            log.warning("port %s was taken before the server bound it; trying %s", cfg.server.port, port)
+            cfg, launch = ports.at(port)
+            doc.command = launch.shell_line()
+            doc.argv = secrets.mask_argv(launch.argv, cfg.server.secret_flags, launch.secrets)
+    raise AssertionError("unreachable")
+
+
+def _say_port(cfg: TrialConfig) -> None:
+    """One line when the server does not listen where its group says (sweep/trial/port.py)."""
+    moved_from = cfg.server.configured_port
+    if moved_from is None:
+        return
+    from sweep.report._console import console
+
+    console().print(f"server port {cfg.server.port}: {moved_from} is in use, so the next free port was "
+                    f"chosen (server.port unset; set it to fix one)", highlight=False)
 
 
 def _reused(cfg: TrialConfig, doc: TrialResult, why: str, ctx: TrialContext, path: Path) -> dict[str, Any]:
@@ -292,6 +347,15 @@ def _record(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -
     except Exception as exc:  # noqa: BLE001 - tracking is best effort by design
         log.warning("MLflow logging failed (%s); result kept at %s, run `python -m sweep.sync`",
                     secrets.mask_text(str(exc)), path)
+
+
+def _plots(doc: TrialResult, job_dir: Path) -> None:
+    try:
+        from sweep.report.outputs import trial_plots
+
+        trial_plots(doc, job_dir)
+    except Exception as exc:  # noqa: BLE001 - a plotting bug never fails a trial
+        log.warning("could not draw the trial's plots: %s", exc)
 
 
 def _summary(doc: TrialResult) -> None:

@@ -39,7 +39,10 @@ def test_overrides_flow_into_flags() -> None:
     args = list(la.args)
     assert args[args.index("--speculative-ddtree-budget") + 1] == "16"
     assert la.env["SGLANG_DDTREE_MAX_TOPK"] == "2"
-    assert "--disable-cuda-graph" in args
+    # SGLang 0.5.23's current spelling (--disable-cuda-graph is deprecated there)
+    assert args[args.index("--cuda-graph-backend-decode") + 1] == "disabled"
+    assert args[args.index("--cuda-graph-backend-prefill") + 1] == "disabled"
+    assert "--disable-cuda-graph" not in args
     assert args[args.index("--ep-size") + 1] == "4"
     assert args[-2:] == ["--attention-backend", "trtllm_mla"]
 

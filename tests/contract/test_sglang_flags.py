@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -108,9 +107,12 @@ class Report:
     upstream_argv: list[str] = field(default_factory=list)
     namespace: argparse.Namespace | None = None
 
+    warnings: list[str] = field(default_factory=list)       # what SGLang's parser logged
+
     @property
     def ok(self) -> bool:
-        return not (self.unknown or self.bad_values or self.parse_error or self.mismatches)
+        return not (self.unknown or self.bad_values or self.parse_error or self.mismatches
+                    or self.deprecated or self.warnings)
 
     def explain(self) -> str:
         parts = []
@@ -123,6 +125,11 @@ class Report:
             parts.append(f"parse_args failed: {self.parse_error}")
         if self.mismatches:
             parts.append(f"parsed values differ from rendered ones: {self.mismatches}")
+        if self.deprecated:
+            parts.append(f"deprecated in sglang {sglang_compat.installed_version()}: {self.deprecated} "
+                         "(render the current flag in the YAML)")
+        if self.warnings:
+            parts.append(f"sglang's parser warned: {self.warnings}")
         return "; ".join(parts) + f"\nupstream argv: {self.upstream_argv}"
 
 
@@ -166,7 +173,7 @@ def check_upstream(args: Sequence[str], *, drop_prefixes: Sequence[str] = ()) ->
     if rep.unknown:
         return rep
     try:
-        ns = sglang_compat.parse(rep.upstream_argv)
+        ns, rep.warnings = sglang_compat.parse_logged(rep.upstream_argv)
     except sglang_compat.ParseError as exc:
         rep.parse_error = str(exc)
         return rep
@@ -195,10 +202,9 @@ def rendered(server: str, hardware: str, spec: str, extra: tuple[str, ...] = ())
 
 
 def assert_upstream_ok(args: Sequence[str], *, drop_prefixes: Sequence[str] = ()) -> Report:
+    """Accepted, as rendered, with no deprecated flag and no warning from SGLang's parser."""
     rep = check_upstream(args, drop_prefixes=drop_prefixes)
     assert rep.ok, rep.explain()
-    if rep.deprecated:
-        warnings.warn(f"deprecated in sglang {sglang_compat.installed_version()}: {rep.deprecated}")
     return rep
 
 
@@ -276,13 +282,25 @@ def test_optional_server_flags_match_upstream_parser():
         "server.mem_fraction_static=0.85", "server.max_running_requests=64",
         "server.disable_cuda_graph=true", "server.skip_server_warmup=false",
         "server.api_key=sk-test"))
-    rep = assert_upstream_ok(launch.args)
+    rep = assert_upstream_ok(launch.args)  # no deprecated flag, no parser warning
     ns = rep.namespace
     assert (ns.mem_fraction_static, ns.max_running_requests, ns.api_key) == (0.85, 64, "sk-test")
-    assert ns.disable_cuda_graph is True and ns.skip_server_warmup is False
-    # sglang 0.5.23 still accepts --disable-cuda-graph but marks it deprecated
-    # (use --cuda-graph-backend-{decode,prefill}=disabled).
-    assert set(rep.deprecated) <= {"--disable-cuda-graph"}
+    assert ns.skip_server_warmup is False
+    # server.disable_cuda_graph=true is 0.5.23's current spelling, both phases eager
+    # (its --disable-cuda-graph is deprecated in favour of these)
+    assert (ns.cuda_graph_backend_decode, ns.cuda_graph_backend_prefill) == ("disabled", "disabled")
+    _, default = rendered("sglang", "b300", "ddtree")
+    assert check_upstream(default.args).namespace.cuda_graph_backend_decode is None
+
+
+def test_checker_reports_deprecated_flags_and_parser_warnings():
+    """A deprecated spelling fails the contract, by its action and by what the parser logs."""
+    _, launch = rendered("sglang", "b300", "ddtree", ("server.extra_args=[--disable-cuda-graph]",))
+    rep = check_upstream(launch.args)
+    assert rep.deprecated == ["--disable-cuda-graph"] and not rep.ok
+    assert any("--disable-cuda-graph" in w and "deprecated" in w for w in rep.warnings), rep.warnings
+    with pytest.raises(AssertionError, match="deprecated"):
+        assert_upstream_ok(launch.args)
 
 
 # --------------------------------------------------------------------------- the checker can fail

@@ -43,12 +43,14 @@ def env() -> dict[str, str]:
 @pytest.fixture
 def sweep_cli(tmp_path: Path, engine: dict[str, Path]) -> Callable[..., subprocess.CompletedProcess[str]]:
     def run(*overrides: str, mlflow: bool = False, timeout: float = 600,
-            port: int | None = None) -> subprocess.CompletedProcess[str]:
+            port: int | None = None, baseline: bool = False) -> subprocess.CompletedProcess[str]:
         flags = [o for o in overrides if o.startswith("-")]  # -m before the overrides (argparse)
         args = [*flags, *BASE, f"server.port={port or llamacpp_env.free_port()}",
                 *(o for o in overrides if not o.startswith("-"))]
         if not mlflow:
             args.append("mlflow.enabled=false")
+        if not baseline:  # a real engine runs its baseline first by default: tests ask for it
+            args.append("baseline.auto_run=false")
         return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=tmp_path, env=env(),
                               capture_output=True, text=True, timeout=timeout)
 

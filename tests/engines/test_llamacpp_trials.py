@@ -141,3 +141,32 @@ def test_coding_eval_runs_unchanged(sweep_cli, tmp_path: Path):
         assert p["passed"] or p["error"], p  # a failure says why
     assert doc["acceptance"]["requests"] is None  # spec=none: nothing drafted
     assert doc["accept_len"]["requests"] is None
+
+
+def test_a_grid_without_a_baseline_runs_one_and_reports_acceptance_and_speedup(sweep_cli, tmp_path: Path):
+    """The first hour on llama.cpp: a draft-length grid with no spec=none job runs the baseline
+    once (baseline.auto_run=auto), every trial reports a speedup over it and its accept rate,
+    and a draft that is never accepted says so in one line."""
+    proc = sweep_cli(*GRID, "spec.budget=2,4", f"hydra.sweep.dir={tmp_path}/grid", baseline=True)
+    assert proc.returncode == 0, explain(proc)
+    docs = results(tmp_path / "grid")
+    baselines = [d for d in docs if d["config"]["spec"]["algorithm"] == "none"]
+    trials = [d for d in docs if d["config"]["spec"]["algorithm"] != "none"]
+    assert len(baselines) == 1 and len(trials) == 2, [d["trial"]["name"] for d in docs]
+    _ok(baselines[0])
+    assert Path(baselines[0]["trial"]["job_dir"]).name == "baseline"  # run by the first job, once
+    assert "spec=none" in baselines[0]["trial"]["overrides"]  # its own overrides: its name, its rerun command
+    for doc in trials:
+        _ok(doc)
+        assert doc["speedup_vs_baseline"] is not None and doc["speedup_vs_baseline"] > 0
+        assert Path(doc["baseline"]["result"]).parent.name == "baseline"
+        req = doc["acceptance"]["requests"]
+        assert req["drafted"] > 0
+        assert doc["metrics"]["accept_rate"] == pytest.approx(req["accepted"] / req["drafted"], abs=1e-4)
+        verdict = f"draft accepted 0 of {req['drafted']:,} tokens: the draft does not agree with the target"
+        assert (verdict in proc.stderr) == (req["accepted"] == 0), proc.stderr[-3000:]
+        assert f"accept rate {doc['metrics']['accept_rate']:.2f} ({req['accepted']:,} of " in proc.stderr
+    report = (tmp_path / "grid" / "report.html").read_text()
+    assert "accept rate" in report and "Accept rate vs budget" in report and "× baseline" in report
+    assert "topk None" not in report and "window None" not in report
+

@@ -42,7 +42,7 @@ def test_sweep_lands_as_parent_and_children(tmp_path: Path, sqlite_uri: str) -> 
     assert len(failed) == 2 and {c.data.tags["failure.reason"] for c in failed} == {"cuda_graph"}
     ok = next(c for c in children if c.info.status == "FINISHED")
     assert ok.data.metrics["tok_s_c1"] > 0 and ok.data.tags["simulated"] == "true"
-    history = client.get_metric_history(ok.info.run_id, "tok_s.ctx60")
+    history = client.get_metric_history(ok.info.run_id, "1 tok_s/ctx60")
     assert sorted(m.step for m in history) == [1, 2, 4]
     arts = {f.path for f in client.list_artifacts(ok.info.run_id)}
     assert {"result.json", "config.yaml", "command.txt", "server.log", "cells.json", "plots"} <= arts
@@ -52,8 +52,10 @@ def test_sweep_lands_as_parent_and_children(tmp_path: Path, sqlite_uri: str) -> 
 
     # Written back into every result file; logging the same result again is a no-op.
     for (job_dir, doc), run_id in zip(trials, ids):
-        assert read(job_dir)["mlflow"] == {"run_id": run_id, "synced": True, "tracking_uri": sqlite_uri,
-                                           "experiment": "sqlite-sweep"}
+        recorded = read(job_dir)["mlflow"]
+        assert recorded.pop("experiment_id") == tracker.connect()[1]
+        assert recorded == {"run_id": run_id, "synced": True, "tracking_uri": sqlite_uri,
+                            "experiment": "sqlite-sweep"}
         assert tracker.log_trial(doc, job_dir, parent_run_id=parent) == run_id
     assert len(client.search_runs([exp.experiment_id])) == 4
 

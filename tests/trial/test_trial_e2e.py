@@ -76,6 +76,18 @@ def test_single_trial_smoke_passes_coding_and_leaves_no_process(tmp_path: Path) 
     assert doc["trial"]["name"] == "b300-ddtree-b8-t4-w2048-smoke"
     assert doc["config"]["spec"]["budget"] == 8
     assert sim_pids(port) == []
+    # one run, one report: report.html and the plots beside result.json, said at the end
+    job_dir = Path(doc["trial"]["job_dir"])
+    assert (job_dir / "report.html").is_file() and "b300-ddtree-b8-t4-w2048-smoke" in (
+        job_dir / "report.html").read_text()
+    plots = sorted(p.name for p in (job_dir / "plots").glob("*.png"))
+    assert plots == ["latency_vs_concurrency.png", "throughput_vs_concurrency.png"]
+    last = out.stderr.strip().splitlines()[-2:]
+    assert last[0].startswith("report: ") and last[0].endswith("report.html"), last
+    assert last[1].startswith("plots:  ") and "latency_vs_concurrency.png" in last[1], last
+    assert (tmp_path / last[0].split(": ", 1)[1]).is_file()  # a path the user can paste, from where they ran
+    # the coding eval's progress says its count once
+    assert "coding eval (five): 5/5  all passed" in out.stderr and "5/5  5/5" not in out.stderr
 
 
 def test_budget_grid_on_b300_fails_large_budgets_with_cuda_graph(tmp_path: Path) -> None:
@@ -88,6 +100,34 @@ def test_budget_grid_on_b300_fails_large_budgets_with_cuda_graph(tmp_path: Path)
     for d in docs[1:]:
         assert d["failure"]["reason"] == "cuda_graph"
         assert "graph" in d["failure"]["log_tail"].lower()
+        assert "sgl-project/sglang" not in d["failure"]["log_tail"] and "is simulated" in d["failure"]["log_tail"]
+    assert sim_pids(port) == []
+    # the grid's report, plots and the command that runs its best config again
+    sweep_dir = Path(docs[0]["trial"]["sweep_dir"])
+    assert (sweep_dir / "report.html").is_file()
+    assert {p.name for p in (sweep_dir / "plots").glob("*.png")} >= {"pareto_per_stream_vs_aggregate.png"}
+    rerun = [ln for ln in out.stderr.splitlines() if ln.startswith("run the best again: ")]
+    assert rerun and "python -m sweep " in rerun[0] and "spec.budget=8" in rerun[0], out.stderr[-2000:]
+    assert "python -m sweep " in (sweep_dir / "report.html").read_text()
+    tail = out.stderr.strip().splitlines()
+    assert tail[-2].startswith("report: ") and tail[-1].startswith("plots:  "), tail[-3:]
+
+
+def test_baseline_auto_run_runs_the_baseline_first_and_the_single_report_shows_both(tmp_path: Path) -> None:
+    port = free_port()
+    out = sweep(tmp_path, *FAST, "workload.coding=off", "spec.budget=4", "baseline.auto_run=true",
+                f"server.port={port}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    docs = results(tmp_path / "outputs")
+    [base] = [d for d in docs if d["config"]["spec"]["algorithm"] == "none"]
+    [spec] = [d for d in docs if d["config"]["spec"]["algorithm"] == "ddtree"]
+    assert base["status"] == spec["status"] == "ok"
+    assert Path(base["trial"]["job_dir"]) == Path(spec["trial"]["job_dir"]) / "baseline"
+    assert "spec=none" in base["trial"]["overrides"] and "spec.budget=4" not in base["trial"]["overrides"]
+    assert spec["speedup_vs_baseline"] == pytest.approx(
+        spec["metrics"]["tok_s_lowc"] / base["metrics"]["tok_s_lowc"], rel=1e-3)
+    report = (Path(spec["trial"]["job_dir"]) / "report.html").read_text()
+    assert base["trial"]["name"] in report and spec["trial"]["name"] in report and "× the baseline" in report
     assert sim_pids(port) == []
 
 
