@@ -3,13 +3,14 @@
 Grading a twin-guided search on the twin that guides it measures nothing but
 the twin's agreement with itself. This truth starts from the shipped
 calibration and, per seed, changes what the pre-screen's twin believes, through
-the simulator's public API only (``sweep.sim.predict.predict`` with a
-``Calibration`` built by ``Calibration.with_values``; no edit of
-``sweep/sim``):
+the simulator's public API only (``sweep.sim.predict.predict`` with the
+``Calibration`` of ``sweep.sim.perturb``), plus two changes the twin's model has
+no term for:
 
-* **constants**: every fitted constant moved by a seeded normal step of
-  ``sigma`` in the space its prior is normal in (log or logit:
-  ``sweep.sim.constants.to_z``), ~20% by default;
+* **constants and the model's fixed structure**: ``sweep.sim.perturb.perturbed_calibration``
+  (the twin's own machinery: fitted constants drawn from the calibration's
+  posterior, the fixed constants that shape how its terms combine moved by a
+  log-normal factor), scaled by ``sigma`` / 0.2;
 * **acceptance curve shape**: accept length - 1 scaled by (verify width / 8)
   ** kappa (kappa seeded in [-0.25, 0.25]: acceptance grows faster or slower
   with the draft's width than the twin says) and decayed with context
@@ -61,17 +62,12 @@ class Perturbation:
                 f"{self.extra_b_ms * 1000:.2f} us x running x width")
 
     def calibration(self, hardware: Mapping[str, Any]) -> Any:
-        """The shipped calibration with every fitted constant moved (seeded, per box)."""
-        from sweep.sim import constants
+        """The box's twin with its fitted constants drawn from their uncertainty and its fixed
+        structure moved: the simulator's own perturbed twin (``sweep.sim.perturb``), seeded per box;
+        ``sigma`` / 0.2 scales its spreads."""
+        from sweep.sim.perturb import perturbed_calibration
 
-        base = constants.for_hardware(hardware)
-        rng = self._rng(f"constants:{base.box}")
-        changes = {}
-        for name in constants.fitted_names():
-            if name in base.values:
-                z = constants.to_z(name, float(base.values[name])) + rng.gauss(0.0, self.sigma)
-                changes[name] = constants.from_z(name, z)
-        return base.with_values(changes, tag=f"perturbed-{self.seed}")
+        return perturbed_calibration(hardware, seed=self.seed, scale=self.sigma / 0.2)
 
     def cells(self, cells: Sequence[Mapping[str, Any]], max_tokens: int, spec_on: bool) -> list[dict[str, Any]]:
         """The twin's predicted cells with the structural changes applied (module docstring)."""

@@ -4,7 +4,9 @@
     python -m sweep.calibrate -o sweep/sim/calibrations benchmarks/measured/   # the shipped ones
 
 Reads result files of real trials (``simulated: false``; any mix of boxes,
-budgets, contexts, concurrencies), fits the performance model's free
+budgets, contexts, concurrencies) and recorded landscapes (the grid files of
+``benchmarks/record_landscape.py``: any engine, any box -- a CPU box running
+llama.cpp or vLLM fits the same way), fits the performance model's free
 constants per box with public figures fixed (sweep/sim/fit.py), prints each
 measured point beside its fitted value, warns about constants the points
 cannot identify, and writes ``<box>.yaml`` per box, which the simulator then
@@ -31,7 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     from sweep.sim.constants import ENV_DIR
 
     p = argparse.ArgumentParser(prog=PROG, description="Fit the simulator's free constants to real result files.")
-    p.add_argument("results", nargs="+", type=Path, help="result.json files or directories holding them")
+    p.add_argument("results", nargs="+", type=Path,
+                   help="result.json files, recorded landscapes (benchmarks/measured/landscapes/*.json) "
+                        "or directories holding them")
     p.add_argument("-o", "--out", type=Path, default=None,
                    help=f"directory for <box>.yaml (default: ${ENV_DIR} or ~/.config/specsweep/calibrations)")
     p.add_argument("--box", action="append", default=None, help="write only this box's file (repeatable)")
@@ -54,15 +58,18 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
                   file=out)
         print(f"  {'constant':<22} {'prior':>10} {'fitted':>10}  status", file=out)
         weak = []
-        for i, prm in enumerate(result.params):
-            if prm.box != box and not (prm.box is None and box == min(result.boxes)):
-                continue
-            tag = "" if prm.box else "  (model: shared by every box)"
+        first_of_model = min(b for b, m in result.model_of.items() if m == result.model_of[box])
+        for i in result.box_params(box):
+            prm = result.params[i]
+            if prm.box != box and box != first_of_model:
+                continue  # a model's shared constants are printed under its first box
+            tag = "" if prm.box else (f"  (workload {prm.workload}: shared by every box)" if prm.workload
+                                      else "  (model: shared by every box)")
             status = result.status(i)
-            print(f"  {prm.name:<22} {K.from_z(prm.name, prm.centre):>10.4g} "
-                  f"{K.from_z(prm.name, float(result.z[i])):>10.4g}  {status}{tag}", file=out)
+            print(f"  {prm.name:<22} {K.from_z(prm.name, prm.centre, prm.kind):>10.4g} "
+                  f"{K.from_z(prm.name, float(result.z[i]), prm.kind):>10.4g}  {status}{tag}", file=out)
             if status != "fitted":
-                weak.append(prm.name if prm.box else f"{prm.name} (model)")
+                weak.append(prm.name if prm.box else f"{prm.name} ({'workload' if prm.workload else 'model'})")
         if weak:
             warnings.append(f"warning: {box}: not identifiable from these {len(pts)} points, so they stay at or "
                             f"near their priors: {', '.join(weak)}. Measure other concurrencies, contexts, "
@@ -87,10 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not loaded.points:
         raise errors.ConfigError("results", "no real result files with measured figures "
                                  "(need status ok, simulated: false, cells or coding figures)")
-    models = sorted({str(p.model.get("name") or "?") for p in loaded.points})
-    if len(models) > 1:  # the acceptance constants describe one model + drafter
-        raise errors.ConfigError("results", f"points from several models ({', '.join(models)}): "
-                                 "calibrate one model at a time")
+    for box in sorted({p.box for p in loaded.points}):  # a box's constants describe one model on it
+        models = sorted({str(p.model.get("name") or "?") for p in loaded.points if p.box == box})
+        if len(models) > 1:
+            raise errors.ConfigError("results", f"box {box} has points from several models "
+                                     f"({', '.join(models)}): calibrate one model per box at a time")
     boxes = sorted({p.box for p in loaded.points})
     if args.box:
         unknown = sorted(set(args.box) - set(boxes))

@@ -9,7 +9,9 @@ predicts a config's cells in about a millisecond. With
    the box's quirks already applied, workarounds included), with the app's own
    objective (``objective.metric``, its cell or weights: ``sweep.score.predicted``)
    and the constraints the twin can predict (a startup failure; a median TTFT
-   already above the p99 limit);
+   already above the p99 limit); the best few also get the twin's 80% prediction
+   band of their objective (``sweep.sim.predict(band=True)``: narrow near what the
+   calibration measured, wide where it never looked), recorded beside them;
 2. queues the K best (after ``hydra.sweeper.enqueue``, i.e. the production config),
    so they are the first real trials -- in place of a sampler's random startup;
 3. records the ranking: the study's user attr ``prescreen``, ``prescreen.csv`` in the
@@ -46,14 +48,43 @@ class Ranked:
     predicted: float | None
     why_not: str | None = None        # predicted startup failure / infeasible
     workaround: tuple[str, ...] = ()
+    low: float | None = None          # the twin's 80% prediction band of the objective (top rows only)
+    high: float | None = None
+    config: Any = None                # the composed config it was predicted from (not stored)
 
     @property
     def usable(self) -> bool:
         return self.why_not is None and self.predicted is not None
 
 
-def rank(rules: Rules, *, calibration: str | None, direction: str) -> list[Ranked]:
-    """Every valid point, best predicted first (unusable ones last, in grid order)."""
+_BANDS: dict[str, tuple[float | None, float | None]] = {}  # per (config, calibration): a band costs ~1 s
+
+
+def _band(ranked: Ranked, calibration: str | None) -> None:
+    """The objective's 80% band from the cells' bands (the objective grows with every cell's tok/s)."""
+    import json
+
+    from sweep.compose.settings import Objective
+    from sweep.score.predicted import predicted_objective
+    from sweep.sim.predict import predict
+
+    key = json.dumps([ranked.config, calibration], sort_keys=True, default=str)
+    if key in _BANDS:
+        ranked.low, ranked.high = _BANDS[key]
+        return
+    cells = predict(ranked.config, calibration=calibration, band=True)["cells"]
+    objective = Objective.from_mapping(ranked.config.get("objective"))
+    ends = []
+    for end in ("low", "high"):
+        shifted = [{**c, "output_tok_s": c[f"output_tok_s_{end}"], "per_stream_tok_s": c[f"per_stream_tok_s_{end}"]}
+                   for c in cells]
+        ends.append(predicted_objective(shifted, objective))
+    ranked.low, ranked.high = _BANDS[key] = (ends[0], ends[1])
+
+
+def rank(rules: Rules, *, calibration: str | None, direction: str, band_rows: int = 4) -> list[Ranked]:
+    """Every valid point, best predicted first (unusable ones last, in grid order); the first
+    ``band_rows`` usable ones (the ones run first) carry the twin's 80% band of their objective."""
     from sweep.compose.settings import Objective
     from sweep.score.predicted import predicted_infeasible, predicted_objective
     from sweep.sim.predict import predict
@@ -74,9 +105,12 @@ def rank(rules: Rules, *, calibration: str | None, direction: str) -> list[Ranke
         objective = Objective.from_mapping(cfg.get("objective"))
         value = predicted_objective(pred["cells"], objective)
         out.append(Ranked(params, value, predicted_infeasible(pred["cells"], objective),
-                          verdict.workaround))
+                          verdict.workaround, config=cfg))
     sign = -1.0 if direction == "maximize" else 1.0
-    return sorted(out, key=lambda r: (not r.usable, sign * (r.predicted or 0.0)))
+    ranked = sorted(out, key=lambda r: (not r.usable, sign * (r.predicted or 0.0)))
+    for r in [r for r in ranked if r.usable][:band_rows]:
+        _band(r, calibration)
+    return ranked
 
 
 def twin_label(calibration: str | None) -> str:
@@ -96,7 +130,7 @@ class Prescreen:
 
     @classmethod
     def build(cls, ranking: Sequence[Ranked], calibration: str | None, top_k: int) -> "Prescreen":
-        rows = [{"rank": i + 1, "params": r.params, "predicted": r.predicted,
+        rows = [{"rank": i + 1, "params": r.params, "predicted": r.predicted, "low": r.low, "high": r.high,
                  "why_not": r.why_not, "workaround": list(r.workaround)}
                 for i, r in enumerate(ranking)]
         return cls(twin_label(calibration), top_k, rows)
@@ -138,6 +172,7 @@ class Prescreen:
     def table(self) -> dict[str, list[Any]]:
         names = list(dict.fromkeys(k for r in self.rows for k in (r.get("params") or {})))
         cols: dict[str, list[Any]] = {"rank": [], **{n: [] for n in names}, "predicted": [],
+                                      "predicted_low": [], "predicted_high": [],
                                       "why_not": [], "workaround": [], "run_first": []}
         top = {r["rank"] for r in self.top()}
         for r in self.rows:
@@ -145,6 +180,8 @@ class Prescreen:
             for n in names:
                 cols[n].append((r.get("params") or {}).get(n))
             cols["predicted"].append(r.get("predicted"))
+            cols["predicted_low"].append(r.get("low"))
+            cols["predicted_high"].append(r.get("high"))
             cols["why_not"].append(r.get("why_not"))
             cols["workaround"].append(" ".join(r.get("workaround") or []))
             cols["run_first"].append(r["rank"] in top)
@@ -163,7 +200,9 @@ class Prescreen:
         for r in self.rows[:n]:
             params = " ".join(f"{k}={format_value(v)}" for k, v in (r.get("params") or {}).items())
             value = "-" if r.get("predicted") is None else f"{r['predicted']:.6g}"
-            out.append(f"  #{r['rank']:<3} {value:>10}  {params} {r.get('why_not') or ''}".rstrip())
+            band = f"[{r['low']:.4g}-{r['high']:.4g}]" if r.get("low") is not None and r.get("high") is not None \
+                else ""
+            out.append(f"  #{r['rank']:<3} {value:>10} {band:>17}  {params} {r.get('why_not') or ''}".rstrip())
         return out
 
 
@@ -199,7 +238,7 @@ def log_to_mlflow(app_config: Any, sweep_dir: Path, pre: Prescreen, points: int)
 def prescreen(study: optuna.Study, loop: Any, rules: Rules, *, top_k: int, calibration: str | None,
               direction: str, sweep_dir: Path | None = None) -> Prescreen:
     """Rank, record (study attr, prescreen.csv) and queue the K best (``loop.enqueue``)."""
-    ranking = rank(rules, calibration=calibration, direction=direction)
+    ranking = rank(rules, calibration=calibration, direction=direction, band_rows=top_k)
     pre = Prescreen.build(ranking, calibration, top_k)
     study.set_user_attr(ATTR, pre.to_attr())
     if sweep_dir is not None:

@@ -102,6 +102,7 @@ RULES: dict[str, Rule] = {
     "hardware.tp": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.ep": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.dp": _int(1, MAX_GPUS, "GPUs", required=True),
+    "hardware.dp_attention": BOOL,
     "hardware.cost_per_hour": _num(0, 1_000_000, "USD per hour"),
     "hardware.perf": MAPPING,
     "hardware.perf.mem_bw_tbs": _num(0, 1_000, "TB/s per GPU"),
@@ -109,6 +110,10 @@ RULES: dict[str, Rule] = {
     "hardware.perf.link_bw_gbs": _num(0, 100_000, "GB/s per direction"),
     "hardware.perf.link_latency_us": _num(0, 1_000_000, "microseconds"),
     "hardware.perf.nvlink": BOOL,
+    "hardware.perf.pcie_domains": _int(1, MAX_GPUS, "PCIe switches the GPUs sit behind"),
+    "hardware.perf.domain_link_bw_gbs": _num(0, 100_000, "GB/s per direction between switches"),
+    "hardware.perf.matmul_tflops": _num(0, 1_000_000, "TFLOP/s measured (a CPU box: python -m sweep.sim.probe)"),
+    "hardware.perf.probe": TEXT,
     "hardware.perf.calibration": _file("calibration"),  # or none
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),

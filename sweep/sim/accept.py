@@ -17,8 +17,22 @@ depth-d prefixes' probabilities, and
 invisible), how far into its answer the request is (drift), and a
 per-request difficulty. ``topk = 1`` is a chain (deep and narrow, at most
 block - 1 nodes, whatever the budget); larger topk lets best-first spend
-the budget on siblings (wider and shallower). docs/simulator.md has the
-equations and tables.
+the budget on siblings (wider and shallower).
+
+**Chain drafters** (a draft model, n-gram lookup: llama.cpp ``draft`` /
+``ngram``, vLLM ``draft_model`` / ``ngram``, SGLang ``STANDALONE`` / ``NGRAM``)
+propose a run of G tokens, P(G >= j) = h g^(j-1): ``h`` the chance a step has
+any draft (an n-gram lookup that hits; 1 for a draft model), ``g`` the chance
+the run goes on (the stored continuation, or the draft model staying above
+its probability floor). The engine drafts D = min(G, n_max) tokens, none
+when G < n_min, and accepts each in turn with probability ``q``:
+
+    S_j = P(at least j accepted) = P(D >= j) q^j,   E[width] = 1 + sum_j P(D >= j)
+
+For n-gram drafting the three numbers describe the *workload* (how often
+the text repeats what came before, for how long): they are fitted per
+workload (``ngram_hit@<workload>`` ...) from measured acceptance.
+docs/simulator.md has the equations and tables.
 """
 
 from __future__ import annotations
@@ -32,13 +46,18 @@ from typing import Any, Mapping
 SEGMENT_TOKENS = 64  # resolution of the answer-position integral in mean acceptance
 
 
+CHAIN_FAMILIES = ("ngram", "draft", "synth")
+_ALIASES = {"ngram": "ngram", "ngram-mod": "ngram", "ngram-simple": "ngram", "suffix": "ngram",
+            "draft": "draft", "draft_model": "draft", "standalone": "draft", "synth": "synth"}
+
+
 def family(spec: Mapping[str, Any]) -> str:
     algo = str(spec.get("algorithm") or "none").lower()
     if algo in ("none", "", "null"):
         return "none"
     if algo in ("ddtree", "dflash"):
         return algo
-    return "eagle"
+    return _ALIASES.get(algo, "eagle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +74,11 @@ class Shape:
     positions: int    # drafter positions per forward (DFlash block; EAGLE topk)
     forwards: int     # drafter forwards per step (EAGLE: num_steps)
     window: int | None
+    n_min: int = 0            # chain drafters: drafts shorter than this are dropped
+    draft_size: float = 1.0   # a draft model's size relative to the target
+    synth_len: float = 0.0    # synthetic acceptance: the mean accept length asked for
+    n_match: int = 0          # n-gram lookup: the shortest key it accepts (0: the reference length)
+    p_floor: float = 0.0      # a draft model's probability floor (0: it always drafts its budget)
 
 
 def _max_nodes(topk: int, depth: int) -> int:
@@ -63,10 +87,16 @@ def _max_nodes(topk: int, depth: int) -> int:
 
 @lru_cache(maxsize=512)
 def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, num_steps: int | None,
-           window: int | None) -> Shape:
+           window: int | None, n_min: int = 0, draft_size: float = 1.0, synth_len: float = 0.0,
+           n_match: int = 0, p_floor: float = 0.0) -> Shape:
     fam = family({"algorithm": algo})
     if fam == "none":
         return Shape("none", 0, 0, 0, 0, 1, False, 0, 0, None)
+    if fam in CHAIN_FAMILIES:
+        n = max(1, int(budget or 4))
+        return Shape(fam, n, 1, n, n, n + 1, False, 1, n if fam == "draft" else 0, None,
+                     n_min=int(n_min or 0), draft_size=float(draft_size), synth_len=float(synth_len or 0.0),
+                     n_match=int(n_match or 0), p_floor=float(p_floor or 0.0))
     blk = int(block or budget or 8)
     if fam == "ddtree":
         b, k, depth = int(budget or 8), max(1, int(topk or 1)), max(1, blk - 1)
@@ -82,10 +112,19 @@ def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, n
 
 
 def shape_of(spec: Mapping[str, Any]) -> Shape:
-    """The verify shape of a spec mapping (algorithm, budget, topk, window, block, num_steps)."""
+    """The verify shape of a spec mapping (algorithm, budget, topk, window, block, num_steps;
+    chain drafters: chain_n_max, chain_floor, lookup_key as the engine runs them --
+    sweep.sim.measured.chain_keys reads them from its flags --, draft_size, synth_len)."""
     w = spec.get("window")
-    return _shape(str(spec.get("algorithm") or "none").lower(), spec.get("budget"), spec.get("topk"),
-                  spec.get("block"), spec.get("num_steps"), int(w) if w else None)
+    budget = spec.get("chain_n_max") or spec.get("budget")
+    floor = spec.get("chain_floor")
+    if floor is None:
+        floor = spec.get("ngram_n_min", spec.get("draft_n_min")) or 0
+    key = spec.get("lookup_key") if "lookup_key" in spec else spec.get("ngram_n_match")
+    return _shape(str(spec.get("algorithm") or "none").lower(), budget, spec.get("topk"),
+                  spec.get("block"), spec.get("num_steps"), int(w) if w else None, int(floor),
+                  float(spec.get("draft_size") or 1.0), float(spec.get("synth_len") or 0.0),
+                  int(key or 0), float(spec.get("draft_p_min") or 0.0))
 
 
 def verify_width(spec: Mapping[str, Any]) -> int:
@@ -126,15 +165,70 @@ def p_scale(shape: Shape, cal: Mapping[str, float], context: float, generated: f
     window_loss * (1 - w/c). Drift: ``generated`` tokens into its answer,
     the hit probability has fallen by drift_amp * (1 - exp(-generated / drift_tokens)).
     """
+    if shape.fam in CHAIN_FAMILIES:
+        return 1.0  # a chain's numbers are fitted per workload: no window, no drift
     scale = cal["eagle_p_scale"] if shape.fam == "eagle" else 1.0
     if shape.window and context > shape.window:
         scale *= 1.0 - cal["window_loss"] * (1.0 - shape.window / context)
     return scale * (1.0 - cal["drift_amp"] * (1.0 - math.exp(-max(0.0, generated) / cal["drift_tokens"])))
 
 
+NGRAM_KEY_REFERENCE = 24  # the key length ngram_hit is the hit rate at (llama.cpp ngram-mod's default)
+
+
+def chain_params(shape: Shape, cal: Mapping[str, float]) -> tuple[float, float, float]:
+    """(h, g, q) of a chain drafter: offer, continuation, per-token acceptance.
+
+    An n-gram lookup hits when the last n_match tokens occurred before, i.e. the
+    text is at least n_match tokens into a repeated span; spans continue token
+    by token with the same probability g that carries the drafted run, so a
+    lookup key shorter than the reference 24 hits g^-(24 - key) times as often
+    (``ngram_hit`` is the hit rate at a 24-token key; vLLM's shortest key is its
+    prompt_lookup_min)."""
+    if shape.fam == "ngram":
+        g = cal["ngram_cont"]
+        shift = (shape.n_match or NGRAM_KEY_REFERENCE) - NGRAM_KEY_REFERENCE
+        return min(1.0, cal["ngram_hit"] * g ** shift), g, cal["ngram_q"]
+    if shape.fam == "synth":  # llama.cpp's synthetic acceptance: a geometric run of mean synth_len - 1
+        mean = max(1.0, min(shape.synth_len or 1.0, shape.budget + 1.0)) - 1.0
+        return 1.0, 1.0, _geometric_q(mean, shape.budget)
+    return 1.0, cal["draft_cont"] if shape.p_floor > 0 else 1.0, cal["draft_q"]
+
+
+def _geometric_q(mean_drafted: float, n: int) -> float:
+    """q with sum_{j<=n} q^j = mean_drafted (bisection; the run llama.cpp's synth rates give)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if sum(mid ** j for j in range(1, n + 1)) < mean_drafted:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def chain_offer(shape: Shape, cal: Mapping[str, float]) -> tuple[float, ...]:
+    """P(D >= j) for j = 1..n_max: the drafted run, cut at n_max, dropped below n_min."""
+    h, g, _ = chain_params(shape, cal)
+    n, lo = shape.budget, shape.n_min
+    if lo > n:
+        return (0.0,) * n
+    return tuple(h * g ** (max(j, lo) - 1) for j in range(1, n + 1))
+
+
+def mean_width(shape: Shape, cal: Mapping[str, float]) -> float:
+    """Tokens verified per request per step, on average (chains draft a varying run)."""
+    if shape.fam in CHAIN_FAMILIES:
+        return 1.0 + sum(chain_offer(shape, cal))
+    return float(shape.width)
+
+
 def survival(shape: Shape, cal: Mapping[str, float], scale: float) -> tuple[float, ...]:
     if shape.fam == "none":
         return ()
+    if shape.fam in CHAIN_FAMILIES:
+        q = min(0.999, chain_params(shape, cal)[2] * (scale if shape.fam != "synth" else 1.0))
+        return tuple(min(1.0, d * q ** j) for j, d in enumerate(chain_offer(shape, cal), start=1))
     return tree(shape.nodes, shape.topk, shape.depth, cal["p0"], cal["decay"], cal["rho"], scale)[0]
 
 

@@ -39,18 +39,22 @@ def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
     points = [(p, v) for p, v in zip(loaded.points, result.predicted) if p.box == box]
     files = sorted({p.file for p, _ in points})
     sha = {path.name: digest for path, digest in loaded.files}
-    idx = [i for i, prm in enumerate(result.params) if prm.box in (None, box)]
+    idx = result.box_params(box)
+    workloads = sorted({p.workload for p, _ in points if p.workload})
     return {
         "schema": K.SCHEMA,
         "box": box,
         "profiles": profiles_for(box, {str(p.hardware.get("name")) for p, _ in points}),
-        "nvlink": result.boxes[box],
+        "nvlink": result.boxes[box] == "nvlink",
+        "kind": result.boxes[box],
         "model": sorted({str(p.model.get("name") or "?") for p, _ in points}),
+        "workloads": workloads,
         "inputs": [{"file": f, "sha256": sha.get(f, "")} for f in files],
         "constants": {result.params[i].name: cal.values[result.params[i].name] for i in idx},
         "status": {result.params[i].name: result.status(i) for i in idx},
         "uncertainty": {
             "residual_sd_log": cal.residual_sd,
+            **({"residual_sd_log_by_kind": dict(cal.residual_by_kind)} if cal.residual_by_kind else {}),
             "names": list(cal.names),
             "covariance": [list(row) for row in cal.covariance],
         },

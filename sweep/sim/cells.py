@@ -3,7 +3,7 @@
 What the harness measures (sweep/bench/matrix.py) for a closed-loop cell,
 built from the same step and prefill times the sim server runs on:
 
-    running  = min(C, KV capacity / (context + max_tokens))   the rest queue
+    running  = min(C / dp, KV capacity / (context + max_tokens), the engine's slots)   per replica; the rest queue
     waves    = requests / running                              a freed slot takes the next request
     gen      = sum over the answer of  tokens / accept(position) * step(running, context + position)
     tail     = z(running) * cv * sqrt(waves) * steps * step(running / 2)      the slowest request
@@ -35,15 +35,29 @@ def expected_max_z(n: int) -> float:
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
+def _step_key(k: str) -> str:
+    """A step component's key in a cell: step_gpu_ms, step_weights_ms, step_bound, step_width."""
+    if k in ("bound", "width"):
+        return f"step_{k}"
+    return f"step_{k}" if k.endswith("_ms") else f"step_{k}_ms"
+
+
 def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: int, concurrency: int,
-         max_tokens: int, requests: int | None = None, disable_cuda_graph: bool = False) -> dict[str, float]:
-    """Steady-state figures of one cell (``tok_s`` = output tok/s over the cell's wall time)."""
+         max_tokens: int, requests: int | None = None, disable_cuda_graph: bool = False,
+         max_running: int | None = None) -> dict[str, float]:
+    """Steady-state figures of one cell (``tok_s`` = output tok/s over the cell's wall time).
+
+    With ``dp`` replicas (hardware.dp) the requests split evenly between them and
+    each runs its own steps; ``max_running`` is the engine's own cap on requests
+    decoded together (llama.cpp's slots, SGLang's --max-running-requests)."""
     s = shape_of(spec)
-    conc = max(1, int(concurrency))
+    conc = max(1, math.ceil(max(1, int(concurrency)) / b.replicas))
     n = max(1, int(max_tokens))
-    reqs = max(conc, int(requests or conc))
+    reqs = max(conc, math.ceil(int(requests or concurrency) / b.replicas))
     cap = kv_capacity(b, c)
     running = max(1, min(conc, cap // max(1, context + n))) if cap > 0 else 1
+    if max_running:
+        running = min(running, int(max_running))
     waves = reqs / running  # a queued request starts as soon as one finishes (continuous batching)
     eager = disable_cuda_graph or running > CUDA_GRAPH_MAX_BS
     prefill = prefill_ms_box(b, c, s, running * context, running * context * context / 2.0)
@@ -77,21 +91,22 @@ def cell(b: Box, c: Mapping[str, float], spec: Mapping[str, Any], *, context: in
     accept = n / steps if spec_on and steps else 1.0
     width = float(s.width)
     return {
-        "tok_s": reqs * n / wall * 1e3 if wall > 0 else 0.0,
+        "tok_s": b.replicas * reqs * n / wall * 1e3 if wall > 0 else 0.0,
         "per_stream_tok_s": n / gen * 1e3 if gen > 0 else 0.0,
         "accept_len": accept, "running": float(running), "waves": float(waves),
         "accept_rate": (accept - 1.0) / max(1.0, width - 1) if width > 1 else 0.0,
         "step_ms": mid["total"], "ttft_ms": prefill, "tpot_ms": gen / max(1, n - 1),
         "e2e_ms": prefill + gen, "tail_ms": tail, "verify_width": width, "steps": steps,
-        **{f"step_{k}_ms": v for k, v in mid.items() if k != "total"},
+        **{_step_key(k): v for k, v in mid.items() if k != "total"},
     }
 
 
 def estimate(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any], *,
              context: int, concurrency: int, max_tokens: int, disable_cuda_graph: bool = False,
-             requests: int | None = None, cal: Calibration | None = None) -> dict[str, float]:
+             requests: int | None = None, cal: Calibration | None = None,
+             max_running: int | None = None, workload: str | None = None) -> dict[str, float]:
     """Figures of one benchmark cell (see :func:`cell`) from the hardware and model configs;
     ``tok_s`` = output tok/s. Here, not in perf, so perf does not import this module back."""
-    return cell(box_of(hardware, model), (cal or calibration(hardware)).values, spec, context=context,
-                concurrency=concurrency, max_tokens=max_tokens, requests=requests,
-                disable_cuda_graph=disable_cuda_graph)
+    return cell(box_of(hardware, model), (cal or calibration(hardware)).for_workload(workload), spec,
+                context=context, concurrency=concurrency, max_tokens=max_tokens, requests=requests,
+                disable_cuda_graph=disable_cuda_graph, max_running=max_running)

@@ -55,30 +55,63 @@ def priors() -> dict[str, Any]:
 
 
 def fitted_names(group: str | None = None) -> tuple[str, ...]:
-    """Names of the fitted constants (of one group: ``box`` or ``model``), in file order."""
+    """Names of the fitted constants (of one group: ``box``, ``model`` or ``workload``), in file order."""
     return tuple(n for n, p in priors()["fitted"].items() if group is None or p["group"] == group)
 
 
-def prior(name: str, nvlink: bool = True) -> dict[str, Any]:
-    """{value, sd, transform, group, what} of a fitted constant (PCIe overrides applied)."""
-    base = dict(priors()["fitted"][name])
-    if not nvlink:
-        base.update(priors().get("pcie", {}).get(name, {}))
+KINDS = ("nvlink", "pcie", "cpu")
+WL = "@"  # a per-workload constant is written <name>@<workload>
+
+
+def base_name(name: str) -> str:
+    """``ngram_hit@edit`` -> ``ngram_hit``."""
+    return name.split(WL, 1)[0]
+
+
+def _kind(kind: str | bool) -> str:
+    if isinstance(kind, bool):  # the old signature: nvlink or not
+        return "nvlink" if kind else "pcie"
+    return kind if kind in KINDS else "nvlink"
+
+
+def kind_of(hardware: Mapping[str, Any]) -> str:
+    """Which priors a box starts from: ``cpu`` (no GPU), ``pcie`` (no NVLink) or ``nvlink``."""
+    if str(hardware.get("arch") or "").lower() == "cpu" or hardware.get("num_gpus") == 0:
+        return "cpu"
+    return "nvlink" if bool((hardware.get("perf") or {}).get("nvlink", True)) else "pcie"
+
+
+def prior(name: str, kind: str | bool = "nvlink") -> dict[str, Any]:
+    """{value, sd, transform, group, what} of a fitted constant (the box kind's overrides applied)."""
+    base = dict(priors()["fitted"][base_name(name)])
+    k = _kind(kind)
+    if k != "nvlink":
+        base.update(priors().get(k, {}).get(base_name(name), {}))
     return base
 
 
-def to_z(name: str, value: float) -> float:
+def to_z(name: str, value: float, kind: str | bool = "nvlink") -> float:
     """A constant in the space its prior is normal in (log or logit)."""
-    if priors()["fitted"][name]["transform"] == "logit":
+    if prior(name, kind)["transform"] == "logit":
         v = min(max(value, 1e-9), 1 - 1e-9)
         return math.log(v / (1 - v))
     return math.log(max(value, 1e-300))
 
 
-def from_z(name: str, z: float) -> float:
-    if priors()["fitted"][name]["transform"] == "logit":
+def from_z(name: str, z: float, kind: str | bool = "nvlink") -> float:
+    if prior(name, kind)["transform"] == "logit":
         return 1.0 / (1.0 + math.exp(-z))
     return math.exp(z)
+
+
+def for_workload(values: Mapping[str, float], workload: str | None) -> dict[str, float]:
+    """The constants a prediction for ``workload`` runs with: its fitted ``<name>@<workload>``
+    values in place of the priors (a workload nobody measured keeps the priors)."""
+    out = {k: v for k, v in values.items() if WL not in k}
+    if workload:
+        suffix = f"{WL}{workload}"
+        out.update({k[: -len(suffix)]: v for k, v in values.items() if k.endswith(suffix)})
+    return out
 
 
 @dataclass(frozen=True)
@@ -100,6 +133,12 @@ class Calibration:
     residual_sd: float = 0.0
     points: int = 0
     key: tuple[Any, ...] = field(default=(), compare=False)
+    kind: str = "nvlink"
+    residual_by_kind: tuple[tuple[str, float], ...] = ()  # per kind of point (output_tok_s, accept_len ...)
+
+    def residual(self, kind: str | None = None) -> float:
+        """The residual scatter of this kind of point (the overall one when not fitted per kind)."""
+        return dict(self.residual_by_kind).get(kind or "", self.residual_sd)
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -110,24 +149,26 @@ class Calibration:
         return Calibration(values=values, source=self.source, box=self.box, path=self.path,
                            calibrated=self.calibrated, names=self.names, covariance=self.covariance,
                            residual_sd=self.residual_sd, points=self.points,
-                           key=(tag or "custom", tuple(sorted(values.items()))))
+                           key=(tag or "custom", tuple(sorted(values.items()))), kind=self.kind,
+                           residual_by_kind=self.residual_by_kind)
+
+    def for_workload(self, workload: str | None) -> dict[str, float]:
+        """Its constants as a prediction for ``workload`` reads them (see :func:`for_workload`)."""
+        return for_workload(self.values, workload)
 
 
-def _nvlink(hardware: Mapping[str, Any]) -> bool:
-    return bool((hardware.get("perf") or {}).get("nvlink", True))
-
-
-def prior_values(nvlink: bool = True) -> dict[str, float]:
+def prior_values(kind: str | bool = "nvlink") -> dict[str, float]:
     """Every constant at its prior centre, plus the fixed ones."""
-    values = {name: float(prior(name, nvlink)["value"]) for name in fitted_names()}
+    values = {name: float(prior(name, kind)["value"]) for name in fitted_names()}
     values.update({k: float(v) for k, v in priors()["fixed"].items()})
+    values.update({k: float(v) for k, v in (priors().get("fixed_" + _kind(kind)) or {}).items()})
     return values
 
 
 def uncalibrated(hardware: Mapping[str, Any] | None = None) -> Calibration:
-    nvlink = _nvlink(hardware or {})
-    return Calibration(values=prior_values(nvlink), source=UNCALIBRATED,
-                       box=box_name(hardware or {}), key=("priors", nvlink))
+    kind = kind_of(hardware or {})
+    return Calibration(values=prior_values(kind), source=UNCALIBRATED,
+                       box=box_name(hardware or {}), key=("priors", kind), kind=kind)
 
 
 def box_name(hardware: Mapping[str, Any]) -> str:
@@ -136,6 +177,21 @@ def box_name(hardware: Mapping[str, Any]) -> str:
     if perf.get("box"):
         return str(perf["box"])
     return re.sub(r"_(tp|ep|dp)\d+$", "", str(hardware.get("name") or "unknown"))
+
+
+# Servers whose calibration is the box's own (the simulator twins SGLang); any other engine
+# runs on a box with its own overheads, so its constants are the "<box>-<engine>" box's.
+BOX_ENGINES = ("sglang", "sim", "")
+
+
+def engine_hardware(hardware: Mapping[str, Any], server: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``hardware`` as the twin sees it under this engine: llama.cpp on the CPU box is box
+    ``cpu-llamacpp`` (its own calibration file), SGLang on B300 stays ``b300``."""
+    name = str((server or {}).get("name") or "")
+    perf = hardware.get("perf") or {}
+    if name in BOX_ENGINES or perf.get("box"):
+        return hardware
+    return {**hardware, "perf": {**perf, "box": f"{box_name(hardware)}-{name}"}}
 
 
 def user_dir() -> Path:
@@ -179,12 +235,16 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
         doc = read_calibration(KEY, Path(path))
     except ConfigError as err:
         raise CalibrationError(err.key, err.message) from None
-    nvlink = _nvlink(hardware or {"perf": {"nvlink": doc.get("nvlink", True)}})
-    values = prior_values(nvlink)
+    kind = str(doc.get("kind") or "") or (kind_of(hardware) if hardware else
+                                           ("nvlink" if doc.get("nvlink", True) else "pcie"))
+    values = prior_values(kind)
+    workload_names = fitted_names("workload")
     for name, value in doc["constants"].items():
-        if name not in values or not isinstance(value, (int, float)) or isinstance(value, bool):
+        known = name in values or (WL in name and base_name(name) in workload_names)
+        if not known or not isinstance(value, (int, float)) or isinstance(value, bool):
             raise CalibrationError(KEY, f"{path}: constants.{name} is not a known number "
-                                   f"(known: {', '.join(fitted_names())})")
+                                   f"(known: {', '.join(fitted_names())}; <name>{WL}<workload> for "
+                                   f"{', '.join(workload_names)})")
         values[name] = float(value)
     unc = doc.get("uncertainty") or {}
     cov = tuple(tuple(float(x) for x in row) for row in unc.get("covariance") or ())
@@ -192,12 +252,17 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
     return Calibration(values=values, source=f"calibrated: {box} ({path})", box=box, path=str(path),
                        calibrated=True, names=tuple(unc.get("names") or ()), covariance=cov,
                        residual_sd=float(unc.get("residual_sd_log") or 0.0),
-                       points=len(doc.get("points") or ()), key=("file", str(path)))
+                       points=len(doc.get("points") or ()), key=("file", str(path)), kind=kind,
+                       residual_by_kind=tuple(sorted((str(k), float(v)) for k, v in
+                                                     (unc.get("residual_sd_log_by_kind") or {}).items())))
 
 
 @lru_cache(maxsize=64)
-def _cached(name: str, box: str, explicit: str, nvlink: bool, user: str) -> Calibration:
-    hardware = {"name": name, "perf": {"box": box, "calibration": explicit or None, "nvlink": nvlink}}
+def _cached(name: str, box: str, explicit: str, kind: str, user: str) -> Calibration:
+    hardware: dict[str, Any] = {"name": name, "perf": {"box": box, "calibration": explicit or None,
+                                                       "nvlink": kind == "nvlink"}}
+    if kind == "cpu":
+        hardware.update({"arch": "cpu", "num_gpus": 0})
     path = find(hardware)
     return load(path, hardware) if path else uncalibrated(hardware)
 
@@ -208,7 +273,7 @@ def for_hardware(hardware: Mapping[str, Any]) -> Calibration:
     explicit = perf.get("calibration")
     explicit_s = "none" if explicit is False else str(explicit or "")
     return _cached(str(hardware.get("name") or ""), box_name(hardware), explicit_s,
-                   _nvlink(hardware), str(user_dir()))
+                   kind_of(hardware), str(user_dir()))
 
 
 def resolve(hardware: Mapping[str, Any], calibration: Any = None) -> Calibration:

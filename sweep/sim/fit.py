@@ -36,14 +36,20 @@ SIG = 4              # significant digits written for constants
 
 @dataclass(frozen=True)
 class Param:
-    name: str
-    box: str | None      # None = shared model constant
+    name: str            # per-workload constants carry their workload: ngram_hit@edit
+    box: str | None      # None = shared by every box (model and workload constants)
     centre: float        # prior centre (z space)
     sd: float            # prior width (z space)
+    kind: str = "nvlink"  # whose priors and transform (the box's kind)
+    model: str = ""       # the model its points run (model and workload constants are per model)
 
     @property
     def key(self) -> str:
-        return f"{self.box or 'model'}.{self.name}"
+        return f"{self.box or self.model or 'model'}.{self.name}"
+
+    @property
+    def workload(self) -> str | None:
+        return self.name.split(K.WL, 1)[1] if K.WL in self.name else None
 
 
 @dataclass
@@ -57,7 +63,12 @@ class Fit:
     residual_sd: float
     directions: int                      # data-determined directions in the constant space
     iterations: int
-    boxes: dict[str, bool] = field(default_factory=dict)  # box -> nvlink
+    boxes: dict[str, str] = field(default_factory=dict)  # box -> kind (nvlink, pcie, cpu)
+    model_of: dict[str, str] = field(default_factory=dict)  # box -> the model its points run
+
+    def box_params(self, box: str) -> list[int]:
+        """Indices of the parameters a box's calibration carries (its own, its model's, its workloads')."""
+        return [i for i, p in enumerate(self.params) if p.box in (None, box) and p.model == self.model_of[box]]
 
     def status(self, i: int) -> str:
         s = self.shrink[i]
@@ -69,8 +80,44 @@ def _noise(kind: str) -> float:
     return float(table["accept_len"] if kind == "accept_len" else table["tok_s"])
 
 
+def _point_noise(p: Point) -> float:
+    """A point's weight in the fit: the prior noise, or its own measured spread when larger
+    (the standard error of the mean of its repeats, from ``runs``)."""
+    floor = _noise(p.kind)
+    runs = [math.log(v) for v in p.runs if v and v > 0]
+    if len(runs) < 2:
+        return floor
+    mean = sum(runs) / len(runs)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in runs) / (len(runs) - 1))
+    return max(floor, sd / math.sqrt(len(runs)))
+
+
 def _round(x: float) -> float:
     return float(f"{x:.{SIG}g}")
+
+
+# Which per-workload constants a point's speculative family reads.
+CHAIN_CONSTANTS = {"ngram": ("ngram_hit", "ngram_cont", "ngram_q"), "draft": ("draft_cont", "draft_q")}
+
+
+# Box constants no term reads on a kind of box (a CPU box has no link).
+IRRELEVANT = {"cpu": ("link_latency_factor", "link_bw_eff", "a2a_overhead_us")}
+
+
+def _is_moe(p: Point) -> bool:
+    from sweep.sim.arch import shape
+
+    return shape(p.model)["moe_layers"] > 0 and shape(p.model)["experts"] > 0
+
+
+def model_name(p: Point) -> str:
+    return str(p.model.get("name") or "?")
+
+
+def _family(p: Point) -> str:
+    from sweep.sim.accept import family
+
+    return family(p.spec)
 
 
 class Problem:
@@ -78,26 +125,51 @@ class Problem:
 
     def __init__(self, points: Sequence[Point]) -> None:
         self.points = list(points)
-        self.boxes: dict[str, bool] = {}
+        self.boxes: dict[str, str] = {}
+        self.model_of: dict[str, str] = {}   # box -> model (one model per box)
         for p in self.points:
-            self.boxes.setdefault(p.box, bool((p.hardware.get("perf") or {}).get("nvlink", True)))
-        self.params = [Param(n, None, K.to_z(n, K.prior(n)["value"]), float(K.prior(n)["sd"]))
-                       for n in K.fitted_names("model")]
-        for box, nvlink in sorted(self.boxes.items()):
+            self.boxes.setdefault(p.box, K.kind_of(p.hardware))
+            self.model_of.setdefault(p.box, model_name(p))
+        self.params: list[Param] = []
+        for model in sorted(set(self.model_of.values())):
+            pts = [p for p in self.points if model_name(p) == model]
+            # the drafter constants only where a point drafts with DFlash/DDTree/EAGLE
+            if any(_family(p) in ("ddtree", "dflash", "eagle") for p in pts):
+                self.params += [Param(n, None, K.to_z(n, K.prior(n)["value"]), float(K.prior(n)["sd"]),
+                                      model=model) for n in K.fitted_names("model")]
+            wanted: dict[str, set[str]] = {}
+            for p in pts:
+                for n in CHAIN_CONSTANTS.get(_family(p), ()):
+                    if n == "draft_cont" and not (p.spec.get("draft_p_min") or 0):
+                        continue  # no probability floor: a draft model always drafts its budget
+                    wanted.setdefault(p.workload or "default", set()).add(n)
+            for wl in sorted(wanted):
+                self.params += [Param(f"{n}{K.WL}{wl}", None, K.to_z(n, K.prior(n)["value"]),
+                                      float(K.prior(n)["sd"]), model=model)
+                                for n in K.fitted_names("workload") if n in wanted[wl]]
+        for box, kind in sorted(self.boxes.items()):
+            moe = any(_is_moe(p) for p in self.points if p.box == box)
             for n in K.fitted_names("box"):
-                pr = K.prior(n, nvlink)
-                self.params.append(Param(n, box, K.to_z(n, float(pr["value"])), float(pr["sd"])))
-        self.base = {box: K.prior_values(nvlink) for box, nvlink in self.boxes.items()}
-        self.noise = np.array([_noise(p.kind) for p in self.points])
+                if n in IRRELEVANT.get(kind, ()) or (not moe and n == "moe_mem_eff"):
+                    continue  # no term of this box reads it: it keeps its prior, and the fit its time
+                pr = K.prior(n, kind)
+                self.params.append(Param(n, box, K.to_z(n, float(pr["value"]), kind), float(pr["sd"]), kind,
+                                         model=self.model_of[box]))
+        self.base = {box: K.prior_values(kind) for box, kind in self.boxes.items()}
+        self.noise = np.array([_point_noise(p) for p in self.points])
         self.logm = np.array([math.log(p.measured) for p in self.points])
-        # which points each parameter moves (model constants: all; box constants: that box's)
-        self.touch = [[i for i, p in enumerate(self.points) if prm.box in (None, p.box)] for prm in self.params]
+        # which points each parameter moves (model: its model's; box: that box's; workload: that workload's)
+        self.touch = [[i for i, p in enumerate(self.points) if self.reaches(prm, p)] for prm in self.params]
+
+    def reaches(self, prm: Param, p: Point) -> bool:
+        return prm.box in (None, p.box) and prm.model == model_name(p) \
+            and prm.workload in (None, p.workload or "default")
 
     def values(self, z: np.ndarray, box: str, rounded: bool = False) -> dict[str, float]:
         vals = dict(self.base[box])
         for prm, zi in zip(self.params, z):
-            if prm.box in (None, box):
-                v = K.from_z(prm.name, float(zi))
+            if prm.box in (None, box) and prm.model == self.model_of[box]:
+                v = K.from_z(prm.name, float(zi), prm.kind)
                 vals[prm.name] = _round(v) if rounded else v
         return vals
 
@@ -165,7 +237,42 @@ def _lm(prob: Problem, z: np.ndarray, max_iter: int = 60) -> tuple[np.ndarray, i
 
 
 def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
-    """The MAP constants for these points (``start``: z values by param key, to warm-start)."""
+    """The MAP constants for these points (``start``: z values by param key, to warm-start).
+
+    Points of different models share no constant (every box holds one model), so each
+    model's points are fitted on their own -- one model's large misfit (a noisy CPU box)
+    must not decide when another's optimisation stops -- and the results are joined."""
+    models = sorted({model_name(p) for p in points})
+    if len(models) > 1:
+        parts = [(m, [i for i, p in enumerate(points) if model_name(p) == m]) for m in models]
+        return _join(points, [(idx, _fit_one([points[i] for i in idx], start)) for _, idx in parts])
+    return _fit_one(points, start)
+
+
+def _join(points: Sequence[Point], parts: list[tuple[list[int], Fit]]) -> Fit:
+    """One Fit from independent ones (block-diagonal covariance, predictions in point order)."""
+    n = sum(len(f.params) for _, f in parts)
+    cov = np.zeros((n, n))
+    predicted = [0.0] * len(points)
+    offset = 0
+    for idx, f in parts:
+        k = len(f.params)
+        cov[offset:offset + k, offset:offset + k] = f.cov
+        offset += k
+        for i, v in zip(idx, f.predicted):
+            predicted[i] = v
+    logs = np.array([math.log(v / p.measured) for v, p in zip(predicted, points)])
+    dof = max(1.0, len(points) - float(sum(np.sum(f.shrink) for _, f in parts)))
+    return Fit(params=[p for _, f in parts for p in f.params], z=np.concatenate([f.z for _, f in parts]),
+               cov=cov, shrink=np.concatenate([f.shrink for _, f in parts]),
+               calibrations={b: c for _, f in parts for b, c in f.calibrations.items()},
+               predicted=predicted, residual_sd=math.sqrt(float(logs @ logs) / dof),
+               directions=sum(f.directions for _, f in parts), iterations=max(f.iterations for _, f in parts),
+               boxes={b: k for _, f in parts for b, k in f.boxes.items()},
+               model_of={b: m for _, f in parts for b, m in f.model_of.items()})
+
+
+def _fit_one(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     prob = Problem(points)
     z0 = np.array([(start or {}).get(p.key, p.centre) for p in prob.params])
     z, iterations = _lm(prob, z0)
@@ -176,27 +283,51 @@ def fit(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
     directions = int(np.sum(np.linalg.svd(jac_d * sd[None, :], compute_uv=False) > 1.0)) if len(points) else 0
     lp = prob.log_pred(z, rounded=True)
     resid = lp - prob.logm
-    dof = len(points) - float(np.sum(shrink))
-    floor = float(np.median(prob.noise)) if len(points) else 0.04
-    rsd = math.sqrt(float(resid @ resid) / dof) if dof >= 1 else floor
-    rsd = max(rsd, floor)
+    rsd = _residual_sd(prob, resid, shrink, range(len(points)))
     cals = {}
     for box in sorted(prob.boxes):
-        idx = [i for i, p in enumerate(prob.params) if p.box in (None, box)]
+        idx = [i for i, p in enumerate(prob.params) if p.box in (None, box) and p.model == prob.model_of[box]]
+        rows = [i for i, p in enumerate(points) if p.box == box]
+        box_rsd = _residual_sd(prob, resid, shrink, rows)
+        kinds = sorted({points[i].kind for i in rows})
+        by_kind = tuple((k, _round(_residual_sd(prob, resid, shrink, [i for i in rows if points[i].kind == k])))
+                        for k in kinds) if len(kinds) > 1 else ()
         cals[box] = Calibration(
             values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
             calibrated=True, names=tuple(prob.params[i].name for i in idx),
             covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
-            residual_sd=_round(rsd), points=sum(p.box == box for p in points),
-            key=("fit", box, tuple(float(x) for x in z)))
+            residual_sd=_round(box_rsd), points=sum(p.box == box for p in points),
+            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box], residual_by_kind=by_kind)
     return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
                predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
-               iterations=iterations, boxes=dict(prob.boxes))
+               iterations=iterations, boxes=dict(prob.boxes), model_of=dict(prob.model_of))
+
+
+def _residual_sd(prob: Problem, resid: np.ndarray, shrink: np.ndarray, rows: Sequence[int]) -> float:
+    """The fit's residual scatter over ``rows`` (log sd), corrected for the degrees of freedom
+    the constants took from them (a shared constant's share in proportion to the rows it reaches);
+    never below the points' own noise.
+
+    Robust (1.4826 x the median absolute residual, the sd a normal scatter would have): a box
+    measured while other jobs load it has outliers -- one round landing in a quiet minute --
+    and a root-mean-square would let a few of them widen every band."""
+    rows = list(rows)
+    if not rows:
+        return 0.04
+    floor = float(np.median(prob.noise[rows]))
+    mine = set(rows)
+    used = sum(float(shrink[j]) * len(mine.intersection(reach)) / len(reach)
+               for j, reach in enumerate(prob.touch) if reach)
+    dof = len(rows) - used
+    if dof < 1:
+        return floor
+    robust = 1.4826 * float(np.median(np.abs(resid[rows]))) * math.sqrt(len(rows) / dof)
+    return max(floor, robust)
 
 
 def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
-         cal: Calibration) -> list[tuple[float, float, float]]:
-    """(value, low, high) per output of ``point_fn(constants)``: a +-1 sigma band.
+         cal: Calibration, z: float = 1.0, kind: str | None = None) -> list[tuple[float, float, float]]:
+    """(value, low, high) per output of ``point_fn(constants)``: a +-z sigma band (z=1: 68%).
 
     Propagates the calibration's posterior covariance (log/logit space) through
     numeric gradients and adds its residual scatter: wide where the fit did not
@@ -208,15 +339,18 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
         return [(v, v, v) for v in values]
     grad = np.zeros((len(values), len(names)))
     for j, name in enumerate(names):
-        z = K.to_z(name, cal.values[name])
-        up = point_fn({**cal.values, name: K.from_z(name, z + STEP)})
-        down = point_fn({**cal.values, name: K.from_z(name, z - STEP)})
+        if name not in cal.values:
+            continue
+        kind = cal.kind if name in K.fitted_names("box") else "nvlink"
+        z = K.to_z(name, cal.values[name], kind)
+        up = point_fn({**cal.values, name: K.from_z(name, z + STEP, kind)})
+        down = point_fn({**cal.values, name: K.from_z(name, z - STEP, kind)})
         for i, (u, d) in enumerate(zip(up, down)):
             if u > 0 and d > 0:
                 grad[i, j] = (math.log(u) - math.log(d)) / (2 * STEP)
     cov = np.array(cal.covariance)
     out = []
     for i, v in enumerate(values):
-        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual_sd ** 2))
-        out.append((v, v * math.exp(-sigma), v * math.exp(sigma)))
+        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual(kind) ** 2))
+        out.append((v, v * math.exp(-z * sigma), v * math.exp(z * sigma)))
     return out

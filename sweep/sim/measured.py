@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from sweep.sim.constants import box_name
+from sweep.sim.arch import as_served
+from sweep.sim.constants import box_name, engine_hardware
 
 CODING_PROMPT_TOKENS = 100  # the five-problem prompts, when a problem does not record its own
 KINDS = ("output_tok_s", "accept_len", "stream_tok_s")
@@ -38,6 +39,10 @@ class Point:
     eager: bool = False
     file: str = ""                # the result file's name
     source: str = ""
+    workload: str = ""            # what the prompts were (chain drafters' acceptance is fitted per workload)
+    max_running: int | None = None  # the engine's cap on requests decoded together (llama.cpp --parallel)
+    config: str = ""              # a landscape's config id (held-out splits)
+    runs: tuple[float, ...] = ()  # per-repeat measurements (the measured noise)
 
 
 @dataclass
@@ -47,9 +52,73 @@ class Loaded:
     skipped: list[tuple[Path, str]]        # (path, why)
 
 
+SPEC_KEYS = ("algorithm", "budget", "topk", "window", "block", "num_steps", "ngram_n_min", "ngram_n_match",
+             "draft_n_min", "draft_p_min", "synth_len")
+
+
+def draft_size(cfg: Mapping[str, Any]) -> float:
+    """A separate draft model's size relative to the target: 1 when the target drafts for itself,
+    else from the draft's declared shape (model.install.draft), else 1 (unknown: assume as large)."""
+    spec, model = cfg.get("spec") or {}, cfg.get("model") or {}
+    fam = spec.get("draft_family")
+    path = (model.get("draft_paths") or {}).get(fam) if fam else None
+    if not path or path == model.get("path"):
+        return 1.0
+    d = (model.get("install") or {}).get("draft") or {}
+    a = model.get("arch") or {}
+    if d.get("layers") and d.get("hidden") and a.get("hidden_size") and a.get("layers"):
+        vocab = float(a.get("vocab_size") or 0)
+        small = d["layers"] * 12.0 * d["hidden"] ** 2 + vocab * d["hidden"]
+        big = a["layers"] * 12.0 * a["hidden_size"] ** 2 + vocab * a["hidden_size"]
+        return max(1e-4, small / big)
+    return 1.0
+
+
+# What an engine does when a chain drafter's flag is not given (llama.cpp common/common.h).
+LLAMACPP_DEFAULTS = {"--spec-ngram-mod-n-min": 48, "--spec-ngram-mod-n-match": 24, "--spec-draft-n-min": 0}
+
+
+def chain_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A chain drafter's numbers as the engine runs them, read from its rendered flags (the knobs'
+    names differ by engine and branch; the flags do not): ``chain_n_max`` (tokens drafted at most),
+    ``chain_floor`` (drafts shorter than this are dropped), ``lookup_key`` (the shortest n-gram an
+    n-gram lookup accepts), ``draft_p_min``."""
+    spec, server = cfg.get("spec") or {}, cfg.get("server") or {}
+    flavor = str(server.get("flavor") or server.get("name") or "")
+    args = (((spec.get("render") or {}).get(flavor) or {}).get("args")) or {}
+    ngram = str(spec.get("algorithm") or "").lower() == "ngram"
+    if flavor == "llamacpp" and args:
+        def flag(name: str) -> Any:
+            value = args.get(name)
+            return LLAMACPP_DEFAULTS.get(name) if value is None else value
+
+        return {"chain_n_max": args.get("--spec-ngram-mod-n-max" if ngram else "--spec-draft-n-max")
+                or spec.get("budget"),
+                "chain_floor": flag("--spec-ngram-mod-n-min" if ngram else "--spec-draft-n-min"),
+                "lookup_key": flag("--spec-ngram-mod-n-match") if ngram else None,
+                "draft_p_min": args.get("--spec-draft-p-min")}
+    conf = args.get("--speculative-config") if flavor == "vllm" else None
+    if isinstance(conf, Mapping):
+        return {"chain_n_max": conf.get("num_speculative_tokens") or spec.get("budget"), "chain_floor": 0,
+                "lookup_key": conf.get("prompt_lookup_min") if ngram else None, "draft_p_min": None}
+    return {}
+
+
 def spec_of(cfg: Mapping[str, Any]) -> dict[str, Any]:
     spec = cfg.get("spec") or {}
-    return {k: spec.get(k) for k in ("algorithm", "budget", "topk", "window", "block", "num_steps")}
+    out = {k: spec.get(k) for k in SPEC_KEYS}
+    out["draft_size"] = draft_size(cfg)
+    out.update(chain_keys(cfg))
+    return out
+
+
+def max_running_of(cfg: Mapping[str, Any]) -> int | None:
+    """The engine's cap on requests decoded together (llama.cpp's slots), if it declares one."""
+    server = cfg.get("server") or {}
+    for key in ("parallel", "max_running_requests"):
+        if isinstance(server.get(key), int) and server[key] > 0:
+            return int(server[key])
+    return None
 
 
 def spec_label(spec: Mapping[str, Any]) -> str:
@@ -58,19 +127,25 @@ def spec_label(spec: Mapping[str, Any]) -> str:
         return f"ddtree b{spec.get('budget')}/t{spec.get('topk')}/w{spec.get('window')}"
     if algo == "none":
         return "AR"
+    if algo == "ngram":
+        return f"ngram b{spec.get('budget')}/min{spec.get('ngram_n_min')}" + (
+            f"/m{spec['ngram_n_match']}" if spec.get("ngram_n_match") else "")
     return f"{algo} b{spec.get('budget')}"
 
 
 def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     cfg = doc.get("config") or {}
     hardware, model, workload = cfg.get("hardware") or {}, cfg.get("model") or {}, cfg.get("workload") or {}
+    hardware = engine_hardware(hardware, cfg.get("server"))
+    model = as_served(model, cfg.get("server"))
     spec = spec_of(cfg)
     eager = bool((cfg.get("server") or {}).get("disable_cuda_graph"))
     max_tokens = int(workload.get("max_tokens") or 512)
     box = box_name(hardware)
     head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
     common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
-                              "file": name, "source": f"{name}: {doc.get('source') or ''}".strip()}
+                              "file": name, "source": f"{name}: {doc.get('source') or ''}".strip(),
+                              "workload": str(workload.get("name") or ""), "max_running": max_running_of(cfg)}
     out: list[Point] = []
     for cell in doc.get("cells") or []:
         ctx, conc = int(cell["context"]), int(cell["concurrency"])
@@ -101,10 +176,61 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
+def landscape_points(path: Path) -> list[Point]:
+    """Points of a recorded landscape (sweep/sim/landscape.py): each point's tok/s and accept length."""
+    from sweep.sim.landscape import load as load_landscape
+
+    land = load_landscape(path)
+    out: list[Point] = []
+    for pt in land.points:
+        cid = str(pt.get("config"))
+        comp = land.composed(cid)
+        cfg = {**comp, "workload": {**((comp.get("workload") or {})), "name": pt.get("workload")}}
+        hardware = engine_hardware(comp.get("hardware") or {}, comp.get("server") or {"name": land.engine})
+        model = as_served(comp.get("model") or {}, comp.get("server"))
+        spec = spec_of(cfg)
+        ctx, conc = int(pt["context"]), int(pt["concurrency"])
+        max_tokens = int(pt.get("max_tokens") or (land.doc.get("workloads", {}).get(pt.get("workload")) or {})
+                         .get("max_tokens") or 128)
+        per_req = pt.get("completion_tokens") and pt.get("requests") and \
+            round(float(pt["completion_tokens"]) / float(pt["requests"]))
+        max_tokens = int(per_req or max_tokens)
+        head = f"{cid} {pt.get('workload')}"
+        common: dict[str, Any] = {
+            "hardware": hardware, "model": model, "spec": spec, "box": box_name(hardware), "eager": False,
+            "file": path.name, "source": f"{path.name}: {land.doc.get('command') or ''}", "context": ctx,
+            "concurrency": conc, "max_tokens": max_tokens,
+            "requests": int(int(pt.get("requests") or conc) / max(1, int(pt.get("repeats") or 1))),
+            "workload": str(pt.get("workload") or ""), "max_running": max_running_of(comp), "config": cid}
+        if pt.get("output_tok_s"):
+            out.append(Point(label=f"{head} ctx{ctx} C{conc} tok/s", kind="output_tok_s",
+                             measured=float(pt["output_tok_s"]),
+                             runs=tuple(float(v) for v in pt.get("output_tok_s_runs") or ()), **common))
+        if pt.get("accept_len") and spec["algorithm"] not in (None, "none"):
+            out.append(Point(label=f"{head} ctx{ctx} C{conc} accept len", kind="accept_len",
+                             measured=float(pt["accept_len"]),
+                             runs=tuple(float(v) for v in pt.get("accept_len_runs") or ()), **common))
+    return out
+
+
 def load(paths: Iterable[Path]) -> Loaded:
-    """Points from every real, successful result file under ``paths`` (files or dirs)."""
+    """Points from every real, successful result file (or recorded landscape) under ``paths``."""
+    from sweep.sim.landscape import LandscapeError, is_landscape
+
     loaded = Loaded([], [], [])
     for path in _files(paths):
+        if is_landscape(path):
+            try:
+                points = landscape_points(path)
+            except LandscapeError as exc:
+                loaded.skipped.append((path, str(exc)))
+                continue
+            if not points:
+                loaded.skipped.append((path, "no measured figures"))
+                continue
+            loaded.points.extend(points)
+            loaded.files.append((path, hashlib.sha256(path.read_bytes()).hexdigest()))
+            continue
         try:
             raw = path.read_bytes()
             doc = json.loads(raw)
@@ -130,14 +256,17 @@ def load(paths: Iterable[Path]) -> Loaded:
 
 
 def predict_point(point: Point, cal: Mapping[str, float]) -> float:
-    """The twin's value of a measured figure with these constants."""
+    """The twin's value of a measured figure with these constants (its workload's, where fitted)."""
     from sweep.sim.cells import cell
+    from sweep.sim.constants import for_workload
     from sweep.sim.perf import box_of
 
+    values = for_workload(cal, point.workload or "default")
     if point.kind == "stream_tok_s":
-        return cell(box_of(point.hardware, point.model), cal, point.spec, context=point.context, concurrency=1,
-                    max_tokens=point.max_tokens, requests=1, disable_cuda_graph=point.eager)["per_stream_tok_s"]
-    out = cell(box_of(point.hardware, point.model), cal, point.spec, context=point.context,
+        return cell(box_of(point.hardware, point.model), values, point.spec, context=point.context,
+                    concurrency=1, max_tokens=point.max_tokens, requests=1,
+                    disable_cuda_graph=point.eager)["per_stream_tok_s"]
+    out = cell(box_of(point.hardware, point.model), values, point.spec, context=point.context,
                concurrency=point.concurrency, max_tokens=point.max_tokens, requests=point.requests,
-               disable_cuda_graph=point.eager)
+               disable_cuda_graph=point.eager, max_running=point.max_running)
     return out["accept_len"] if point.kind == "accept_len" else out["tok_s"]

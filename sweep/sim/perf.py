@@ -1,18 +1,20 @@
 """The simulator's performance model: the time of one decode/verify step and of a prefill.
 
-Pure functions of public figures (hardware and model configs) and the box's
-constants (``constants.for_hardware``: a calibration, or the priors). The sim
-server asks it how long each batched step takes; :mod:`sweep.sim.cells` turns
-steps into a benchmark cell's figures; :mod:`sweep.sim.predict` is the
-what-if API. One step of B requests verifying W tokens each (T = B*W), per GPU:
+Pure functions of public figures (hardware and model configs: :mod:`sweep.sim.arch`)
+and the box's constants (``constants.for_hardware``: a calibration, or the
+priors). The sim server asks it how long each batched step takes;
+:mod:`sweep.sim.cells` turns steps into a benchmark cell's figures;
+:mod:`sweep.sim.predict` is the what-if API. One step of B requests (one
+replica) verifying W tokens each (T = B*W), per GPU (or per CPU box):
 
-    weights = dense/tp / (BW*dense_eff) + distinct experts' INT4 bytes / (BW*moe_eff)
-    kv      = sum(context) * MLA latent bytes / (BW*kv_eff)          (x tree-mask penalty)
-    compute = (T * 2 * active params + W * sum(context) * attention flops) / tp / (TFLOPS*compute_eff)
-    gpu     = max(weights + kv, compute) + overlap * min(...)
-    comm    = TP: 2 AllReduce per layer | EP: attention AllReduce + dispatch/combine all-to-all
+    weights = dense/tp / (BW*dense_eff) + distinct experts' bytes / (BW*moe_eff)
+    kv      = sum(context) * KV bytes/token / (BW*kv_eff)               (x tree-mask penalty)
+    compute = dense GEMMs + expert GEMMs (rows padded to the kernel's tile, the busiest
+              EP group) + W * sum(context) * attention flops, / (FLOPS*compute_eff)
+    gpu     = max(weights + kv, compute) + overlap * min(...)           memory- or compute-bound
+    comm    = the layout's collectives (sweep/sim/comm.py)
     step    = gpu + comm + layers*layer_overhead + step_overhead + B*request + T*token
-              + spec overhead + drafter forward + tree construction
+              + spec overhead + drafter + tree construction
 
 Distinct experts per MoE layer grow with T until every expert is read:
 E * (1 - (1 - k/E)^T). Equations and the reasons for each term: docs/simulator.md.
@@ -20,10 +22,8 @@ E * (1 - (1 - k/E)^T). Equations and the reasons for each term: docs/simulator.m
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from statistics import NormalDist
 from typing import Any, Mapping
 
 from sweep.sim import constants
@@ -32,164 +32,20 @@ from sweep.sim.accept import (  # noqa: F401 - re-exported: perf is the public A
     draw_accepted,
     family,
     mean_accept,
+    mean_width,
     p_scale,
     shape_of,
     survival,
     verify_width,
 )
+from sweep.sim.arch import Box, box_of, shape  # noqa: F401 - re-exported
+from sweep.sim.comm import allreduce_s, all_gather_s, all_to_all_s, forward_comm  # noqa: F401
 from sweep.sim.constants import Calibration
 
 CUDA_GRAPH_MAX_BS = 256  # SGLang's default graph batch-size ceiling on large GPUs
 BLOCK_FAMILIES = ("dflash", "ddtree")
-
-
-# --------------------------------------------------------------------------- model x hardware
-
-
-@dataclass(frozen=True, slots=True)
-class Box:
-    """Public figures of one model on one hardware layout (per whole model; per GPU where named)."""
-
-    h: float
-    layers: int
-    moe_layers: int
-    dense_layers: int
-    experts: float
-    k: float
-    expert_bytes_layer: float
-    dense_bytes: float
-    head_bytes: float
-    active_params: float
-    attn_flops_per_key: float
-    prefill_attn_flops_per_key: float
-    kv_bytes_token: float
-    weights_gb: float
-    draft_layers: float
-    draft_layer_params: float
-    draft_block: int
-    vision: bool
-    tp: int
-    ep: int
-    bw: float
-    flops: float
-    link_bw: float
-    alpha: float
-    nvlink: bool
-    mem_gb: float
-
-
-def _arch(model: Mapping[str, Any]) -> Mapping[str, Any]:
-    return model.get("arch", model) or {}
-
-
-@lru_cache(maxsize=64)
-def _shape(arch_json: str) -> dict[str, Any]:
-    """Parameter and byte counts of the target model (whole model, not per GPU)."""
-    a = json.loads(arch_json)
-    h = float(a.get("hidden_size", 7168))
-    layers = int(a.get("layers", 61))
-    dense_layers = int(a.get("dense_layers", 1))
-    moe_layers = layers - dense_layers
-    heads = float(a.get("heads", 64))
-    q_lora = float(a.get("q_lora_rank", 1536))
-    kv_lora = float(a.get("kv_lora_rank", 512))
-    rope = float(a.get("qk_rope_head_dim", 64))
-    nope = float(a.get("qk_nope_head_dim", 128))
-    v_dim = float(a.get("v_head_dim", 128))
-    attn = h * q_lora + q_lora * heads * (nope + rope) + h * (kv_lora + rope) \
-        + kv_lora * heads * (nope + v_dim) + heads * v_dim * h
-    expert = 3.0 * h * float(a.get("moe_intermediate_size", 2048))
-    shared = expert * float(a.get("shared_experts", 1))
-    dense_mlp = 3.0 * h * float(a.get("dense_intermediate_size", 18432))
-    head = float(a.get("vocab_size", 163840)) * h
-    e_bytes = float(a.get("expert_weight_bits", 4)) / 8.0
-    d_bytes = float(a.get("dense_weight_bits", 16)) / 8.0
-    kv_bytes = float(a.get("kv_cache_bits", 16)) / 8.0
-    k = float(a.get("experts_per_token", 8))
-    experts = float(a.get("routed_experts", 384))
-    dense_params = layers * attn + moe_layers * shared + dense_layers * dense_mlp + head
-    draft = a.get("draft") or {}
-    return {
-        "h": h, "layers": layers, "moe_layers": moe_layers, "dense_layers": dense_layers,
-        "experts": experts, "k": k,
-        "expert_bytes_layer": expert * e_bytes,
-        "dense_bytes": dense_params * d_bytes,
-        "head_bytes": head * d_bytes,
-        "active_params": dense_params + moe_layers * k * expert,
-        # decode/verify: MLA absorbed into the latent (q.k over kv_lora + rope, p.v over kv_lora)
-        "attn_flops_per_key": layers * heads * (kv_lora + rope + kv_lora) * 2.0,
-        # prefill: MLA as plain multi-head attention (q.k over nope + rope, p.v over v_head_dim)
-        "prefill_attn_flops_per_key": layers * heads * (nope + rope + v_dim) * 2.0,
-        "kv_bytes_token": layers * (kv_lora + rope) * kv_bytes,
-        "weights_gb": float(a.get("weights_gb", (dense_params * d_bytes + moe_layers * experts * expert * e_bytes)
-                                  / 1e9)),
-        "draft_layers": float(draft.get("layers", 5)),
-        "draft_layer_params": 4.0 * h * h + dense_mlp,
-        "draft_block": int(draft.get("block_size", 8)),
-        "vision": bool(a.get("vision_tower", False)),
-    }
-
-
-def shape(model: Mapping[str, Any]) -> dict[str, Any]:
-    """Model figures derived from ``model["arch"]`` (cached per distinct arch)."""
-    return _shape(json.dumps(_arch(model), sort_keys=True, default=str))
-
-
-@lru_cache(maxsize=128)
-def _box(key: str) -> Box:
-    hardware, arch = json.loads(key)
-    sh = _shape(json.dumps(arch, sort_keys=True, default=str))
-    perf = hardware.get("perf") or {}
-    n = int(hardware.get("num_gpus") or 8)
-    return Box(**sh, tp=max(1, int(hardware.get("tp") or n)), ep=max(1, int(hardware.get("ep") or 1)),
-               bw=float(perf.get("mem_bw_tbs", 8.0)) * 1e12, flops=float(perf.get("fp8_tflops", 2000)) * 1e12,
-               link_bw=float(perf.get("link_bw_gbs", 900)) * 1e9,
-               alpha=float(perf.get("link_latency_us", 3.0)) * 1e-6, nvlink=bool(perf.get("nvlink", True)),
-               mem_gb=float(hardware.get("memory_gb") or 80))
-
-
-def box_of(hardware: Mapping[str, Any], model: Mapping[str, Any]) -> Box:
-    """The figures of this model on this hardware (cached)."""
-    hw = {k: hardware.get(k) for k in ("num_gpus", "tp", "ep", "memory_gb")}
-    hw["perf"] = {k: v for k, v in (hardware.get("perf") or {}).items() if k != "calibration"}
-    return _box(json.dumps([hw, _arch(model)], sort_keys=True, default=str))
-
-
-# --------------------------------------------------------------------------- collectives
-
-
-def allreduce_s(b: Box, c: Mapping[str, float], nbytes: float, n: int) -> float:
-    """One AllReduce of ``nbytes`` over ``n`` GPUs (seconds).
-
-    NVLink (NVSwitch): one-shot custom AllReduce, two link latencies plus the
-    payload from n-1 peers. PCIe without NVLink: NCCL ring, 2(n-1) dependent
-    hops each paying the link latency (latency-bound for decode-sized messages).
-    """
-    if n <= 1:
-        return 0.0
-    alpha, bw = b.alpha * c["link_latency_factor"], b.link_bw * c["link_bw_eff"]
-    if b.nvlink:
-        return 2 * alpha + (n - 1) * nbytes / n / bw
-    return 2 * (n - 1) * (alpha + nbytes / n / bw)
-
-
-def all_to_all_s(b: Box, c: Mapping[str, float], nbytes_per_gpu: float, n: int) -> float:
-    """One all-to-all (dispatch or combine): one latency, (n-1)/n of the payload."""
-    if n <= 1:
-        return 0.0
-    return b.alpha * c["link_latency_factor"] + c["a2a_overhead_us"] * 1e-6 \
-        + nbytes_per_gpu * (n - 1) / n / (b.link_bw * c["link_bw_eff"])
-
-
-def _comm_s(b: Box, c: Mapping[str, float], tokens: float) -> float:
-    """Collectives of one target forward over ``tokens`` tokens."""
-    msg = tokens * b.h * 2.0
-    attn = b.layers * allreduce_s(b, c, msg, b.tp)
-    if b.ep <= 1:
-        return attn + b.layers * allreduce_s(b, c, msg, b.tp)
-    payload = tokens * b.k * b.h * 2.0 / b.ep
-    return attn + b.dense_layers * allreduce_s(b, c, msg, b.tp) \
-        + b.moe_layers * (2 * all_to_all_s(b, c, payload, b.ep) + allreduce_s(b, c, msg, b.tp // b.ep))
+# The parts of a step that add up to its time (the rest of step_ms's keys explain them).
+ADDITIVE = ("gpu", "comm", "kernels", "fixed", "batch", "spec", "draft", "tree")
 
 
 # --------------------------------------------------------------------------- GPU time
@@ -197,10 +53,14 @@ def _comm_s(b: Box, c: Mapping[str, float], tokens: float) -> float:
 
 def distinct_experts(b: Box, tokens: float) -> float:
     """Expected routed experts one MoE layer touches for ``tokens`` tokens (k of E each)."""
+    if not b.moe:
+        return 0.0
     return b.experts * (1.0 - (1.0 - b.k / b.experts) ** max(0.0, tokens))
 
 
 def _expert_bytes_per_gpu(b: Box, c: Mapping[str, float], tokens: float) -> float:
+    if not b.moe:
+        return 0.0
     distinct = distinct_experts(b, tokens)
     if b.ep <= 1:
         per_gpu = distinct / b.tp
@@ -210,23 +70,95 @@ def _expert_bytes_per_gpu(b: Box, c: Mapping[str, float], tokens: float) -> floa
     return per_gpu * b.expert_bytes_layer * b.moe_layers
 
 
+def _expected_max_z(n: int) -> float:
+    return 0.0 if n <= 1 else NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def expert_rows_per_gpu(b: Box, c: Mapping[str, float], tokens: float) -> float:
+    """Expert GEMM rows the busiest GPU computes per MoE layer.
+
+    Each active expert's tokens are padded to the kernel's row tile (fused-MoE
+    kernels align every expert's rows to their block size), so a few tokens
+    per expert cost a whole tile; under EP the busiest group sets the pace:
+    its routed rows exceed the mean by the expected maximum of ep groups'
+    loads (Poisson routing plus the experts' popularity skew).
+    """
+    if not b.moe or tokens <= 0:
+        return 0.0
+    rows = tokens * b.k
+    active = distinct_experts(b, tokens)
+    tile = c["gemm_tile_rows"]
+    padded = max(active * tile, rows + active * tile / 2.0)
+    if b.ep <= 1:
+        return padded / b.tp
+    mean = rows / b.ep
+    cv = math.sqrt(1.0 / max(mean, 1e-9) + c["expert_skew_cv"] ** 2 * b.ep / b.experts)
+    busiest = padded / b.ep * (1.0 + _expected_max_z(b.ep) * cv)
+    return busiest / (b.tp / b.ep)
+
+
 def _roofline(mem_s: float, comp_s: float, c: Mapping[str, float]) -> float:
     return max(mem_s, comp_s) + c["overlap_penalty"] * min(mem_s, comp_s)
 
 
+def group_share(b: Box, tokens: float, width: float) -> float:
+    """The busiest attention group's share of the step's requests (1 without DP attention)."""
+    if b.attn_dp <= 1 or tokens <= 0:
+        return 1.0
+    batch = max(1.0, round(tokens / max(width, 1e-9)))
+    return math.ceil(batch / b.attn_dp) / batch
+
+
+def verify_parts(b: Box, c: Mapping[str, float], tokens: float, width: float, context_sum: float,
+                 tree: bool, compute_eff: float) -> dict[str, float]:
+    """Seconds of one forward's GPU work, by part: memory (weights, kv) and compute (gemm, attn).
+
+    With DP attention the busiest attention group sets the pace: its requests'
+    KV and attention over attn_tp GPUs that each hold all attention weights of
+    that group; everything after attention (experts, shared expert, dense
+    layers, lm_head) runs over all tp GPUs on every group's tokens."""
+    mask = c["tree_mask_penalty"] if tree else 1.0
+    share = group_share(b, tokens, width)
+    kv_share = 1.0 if b.kv_replicated else 1.0 / b.attn_tp
+    weights = ((b.dense_bytes - b.attn_bytes) / b.tp + b.attn_bytes / b.attn_tp) / (b.bw * c["dense_mem_eff"]) \
+        + _expert_bytes_per_gpu(b, c, tokens) / (b.bw * c["moe_mem_eff"])
+    kv = context_sum * share * b.kv_bytes_token * kv_share * mask / (b.bw * c["kv_mem_eff"])
+    other_params = b.active_params - b.moe_layers * b.k * b.expert_params - b.attn_params
+    gemm = (tokens * 2.0 * other_params / b.tp + tokens * share * 2.0 * b.attn_params / b.attn_tp
+            + expert_rows_per_gpu(b, c, tokens) * 2.0 * b.expert_params * b.moe_layers)
+    attn = width * context_sum * share * b.attn_flops_per_key * mask / b.attn_tp
+    rate = b.flops * compute_eff
+    out = {"weights": weights, "kv": kv, "gemm": gemm / rate, "attn": attn / rate}
+    out["gpu"] = _roofline(weights + kv, out["gemm"] + out["attn"], c)
+    return out
+
+
 def _gpu_s(b: Box, c: Mapping[str, float], tokens: float, width: float, context_sum: float,
            tree: bool, compute_eff: float) -> float:
-    mask = c["tree_mask_penalty"] if tree else 1.0
-    mem = b.dense_bytes / b.tp / (b.bw * c["dense_mem_eff"]) \
-        + _expert_bytes_per_gpu(b, c, tokens) / (b.bw * c["moe_mem_eff"]) \
-        + context_sum * b.kv_bytes_token * mask / (b.bw * c["kv_mem_eff"])
-    flops = (tokens * 2.0 * b.active_params + width * context_sum * b.attn_flops_per_key * mask) / b.tp
-    return _roofline(mem, flops / (b.flops * compute_eff), c)
+    return verify_parts(b, c, tokens, width, context_sum, tree, compute_eff)["gpu"]
+
+
+def _comm_s(b: Box, c: Mapping[str, float], tokens: float) -> float:
+    return sum(forward_comm(b, c, tokens).values())
 
 
 def _draft_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: float,
               layer_us: float) -> float:
-    """One drafter pass: DFlash/DDTree one forward over its block, EAGLE num_steps small forwards."""
+    """One step's drafting: DFlash/DDTree one forward over its block, EAGLE num_steps small
+    forwards, a draft model one forward per drafted token; n-gram lookup is in spec_overhead."""
+    if s.fam in ("ngram", "synth"):
+        return 0.0
+    if s.fam == "draft":  # a separate draft model, one token per forward, batched over requests
+        forwards = draft_forwards(s, c)
+        scale = s.draft_size  # the draft model's size relative to the target (1 = drafts for itself)
+        tokens = float(batch)
+        mem = b.dense_bytes * scale / b.tp / (b.bw * c["dense_mem_eff"]) \
+            + context_sum * b.kv_bytes_token * scale / b.tp / (b.bw * c["kv_mem_eff"])
+        flops = tokens * 2.0 * b.active_params * scale / b.tp
+        gpu = _roofline(mem, flops / (b.flops * c["compute_eff"]), c)
+        one = (gpu + _comm_s(b, c, tokens) * scale) * 1e3 + b.layers * scale * layer_us * 1e-3 \
+            + tokens * c["token_overhead_us"] * 1e-3
+        return forwards * one
     if s.fam in BLOCK_FAMILIES:
         layers = b.draft_layers
         seen = min(context_sum / max(1, batch), float(s.window or 1e12))  # the window bounds its KV reads
@@ -239,19 +171,37 @@ def _draft_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum:
         + kv / (b.bw * c["kv_mem_eff"])
     flops = tokens * 2.0 * (layers * b.draft_layer_params + b.head_bytes / 2.0) / b.tp
     gpu = _roofline(mem, flops / (b.flops * c["compute_eff"]), c)
-    comm = 2 * layers * allreduce_s(b, c, tokens * b.h * 2.0, b.tp)
+    comm = 2 * layers * allreduce_s(b, c, tokens * b.h * 2.0, b.tp) \
+        + all_gather_s(b, c, tokens * b.vocab * 2.0, b.tp)  # its logits, vocab-parallel like the target's
     return s.forwards * ((gpu + comm) * 1e3 + layers * layer_us * 1e-3)
+
+
+def draft_forwards(s: Shape, c: Mapping[str, float]) -> float:
+    """Draft-model forwards per step: one per drafted token, plus the one that stops short of budget."""
+    from sweep.sim.accept import chain_params
+
+    _, cont, _ = chain_params(s, c)
+    # forwards = 1 + sum_{j=1}^{n-1} P(the draft reached j tokens): P = cont^j (h = 1 for a model)
+    return 1.0 + sum(cont ** j for j in range(1, max(1, s.budget)))
 
 
 def step_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: float,
             eager: bool = False) -> dict[str, float]:
-    """Milliseconds of one batched decode/verify step, by component (``total`` = their sum)."""
-    width = s.width
+    """Milliseconds of one batched decode/verify step, by component.
+
+    ``total`` is the sum of the :data:`ADDITIVE` parts; the other keys explain
+    them: ``weights_ms``/``kv_ms`` (memory), ``gemm_ms``/``attn_ms`` (compute),
+    ``bound`` (1 = compute-bound, 0 = memory-bound), ``comm_allreduce`` /
+    ``comm_all_to_all`` / ``comm_logits``, ``width`` (mean tokens verified per request).
+    """
+    width = mean_width(s, c)
     tokens = float(batch * width)
     layer_us = c["layer_overhead_us"] * (c["eager_factor"] if eager else 1.0)
+    parts = verify_parts(b, c, tokens, width, context_sum, s.tree, c["compute_eff"])
+    comm = forward_comm(b, c, tokens, group_share(b, tokens, width))
     out = {
-        "gpu": _gpu_s(b, c, tokens, width, context_sum, s.tree, c["compute_eff"]) * 1e3,
-        "comm": _comm_s(b, c, tokens) * 1e3,
+        "gpu": parts["gpu"] * 1e3,
+        "comm": sum(comm.values()) * 1e3,
         "kernels": b.layers * layer_us * 1e-3,
         "fixed": c["step_overhead_ms"],
         "batch": (batch * c["request_overhead_us"] + tokens * c["token_overhead_us"]) * 1e-3,
@@ -262,16 +212,20 @@ def step_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum: f
         out["draft"] = _draft_ms(b, c, s, batch, context_sum, layer_us)
     if s.fam == "ddtree":
         out["tree"] = c["tree_node_us"] * s.nodes * (1.0 + c["tree_batch_scale"] * (batch - 1)) * 1e-3
-    out["total"] = sum(out.values())
+    out["total"] = sum(out[k] for k in ADDITIVE)
+    out.update({f"{k}_ms": v * 1e3 for k, v in parts.items() if k != "gpu"})
+    out.update({f"comm_{k}": v * 1e3 for k, v in comm.items()})
+    out["bound"] = 1.0 if parts["gemm"] + parts["attn"] > parts["weights"] + parts["kv"] else 0.0
+    out["width"] = width
     return out
 
 
 def prefill_ms_box(b: Box, c: Mapping[str, float], s: Shape, new_tokens: float, quad: float) -> float:
     """Milliseconds to prefill ``new_tokens`` prompt tokens (``quad`` = sum of prompt_len^2/2).
 
-    Chunked as SGLang does (--chunked-prefill-size): each chunk streams the
-    weights again; attention over the causal triangle; eager launches; the
-    drafter prefills alongside when speculating.
+    Chunked as the engine does (SGLang --chunked-prefill-size, llama.cpp's ubatch):
+    each chunk streams the weights again; attention over the causal triangle;
+    eager launches; the drafter prefills alongside when speculating.
     """
     if new_tokens <= 0:
         return 0.0
@@ -283,6 +237,8 @@ def prefill_ms_box(b: Box, c: Mapping[str, float], s: Shape, new_tokens: float, 
     gpu = _roofline(mem, flops / (b.flops * c["prefill_compute_eff"]), c)
     if s.fam in BLOCK_FAMILIES:
         gpu *= 1.0 + b.draft_layers / b.layers
+    elif s.fam == "draft":
+        gpu *= 1.0 + s.draft_size
     layer_us = c["layer_overhead_us"] * c["eager_factor"]  # prefill is not graph-captured
     one = (gpu + _comm_s(b, c, per)) * 1e3 + b.layers * layer_us * 1e-3 + c["step_overhead_ms"]
     return chunks * one
@@ -291,8 +247,10 @@ def prefill_ms_box(b: Box, c: Mapping[str, float], s: Shape, new_tokens: float, 
 def kv_capacity(b: Box, c: Mapping[str, float], mem_fraction: float | None = None) -> int:
     """KV-cache tokens that fit once the weights are loaded (0 = weights don't fit)."""
     frac = mem_fraction or c["default_mem_fraction"]
-    free = b.mem_gb * 1e9 * frac - b.weights_gb * 1e9 / b.tp
-    return int(free / b.kv_bytes_token) if free > 0 else 0  # MLA latent KV is replicated across TP ranks
+    attn_extra = b.attn_bytes * (1.0 / b.attn_tp - 1.0 / b.tp)  # DP attention: each group holds all of it
+    free = b.mem_gb * 1e9 * frac - b.weights_gb * 1e9 / b.tp - attn_extra
+    per_token = b.kv_bytes_token * (1.0 if b.kv_replicated else 1.0 / b.attn_tp)
+    return int(free / per_token) * b.attn_dp if free > 0 else 0  # every attention group has its own KV
 
 
 # --------------------------------------------------------------------------- mapping-level API

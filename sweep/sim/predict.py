@@ -3,7 +3,7 @@
     python -m sweep.sim.predict hardware=pro6000_ep8 spec.budget=16 [--calibration PATH|none] [--json]
 
 prints the predicted cells of the composed workload (context x concurrency)
-with a +-1 sigma band, and which calibration the twin used ("uncalibrated:
+with an 80% prediction band, and which calibration the twin used ("uncalibrated:
 spec-sheet physics" when the box has none). The same model the sim server
 runs on, called directly:
 
@@ -21,36 +21,31 @@ from __future__ import annotations
 import json
 import math
 import sys
+from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 from sweep import errors
 from sweep.sim import constants
 from sweep.sim.cells import cell
 from sweep.sim.constants import Calibration
-from sweep.sim.perf import box_of, startup_failure
+from sweep.sim._setup import setup  # noqa: F401 - re-exported: what a prediction runs on
+
+BAND_LEVEL = 0.8  # the printed prediction interval: 80% of measurements should fall inside
 
 USAGE = """\
 usage: python -m sweep.sim.predict [OVERRIDES...] [--calibration PATH|none] [--json]
+                                  [--breakdown [--concurrency 1,8,64,256]]
 
 Predict the benchmark cells of the composed config (same overrides as python -m sweep)
 on its hardware, from the simulator's performance model -- no server is started.
   --calibration PATH|none   use this calibration file (none: uncalibrated priors);
                             default: the box's calibration (docs/simulator.md)
   --json                    print the prediction as JSON
+  --breakdown               where a step's time goes per concurrency (draft, verify memory vs
+                            compute, attention, communication, overhead), the config against
+                            twice its budget, the best budget vs autoregressive, the crossovers
+  --concurrency LIST        the concurrencies of --breakdown (default 1,2,4,...,256)
 """
-
-
-def _plain(config: Any) -> Mapping[str, Any]:
-    raw = getattr(config, "raw", None)  # a validated TrialConfig
-    if raw is not None:
-        return raw
-    if hasattr(config, "_metadata"):  # an OmegaConf DictConfig
-        from omegaconf import OmegaConf
-
-        import sweep.compose.resolvers  # noqa: F401  (registers the project's resolvers)
-
-        return OmegaConf.to_container(config, resolve=True)  # type: ignore[return-value]
-    return config
 
 
 def _requests(workload: Mapping[str, Any], concurrency: int) -> int:
@@ -61,40 +56,34 @@ def _requests(workload: Mapping[str, Any], concurrency: int) -> int:
 
 def _prior_covariance(cal: Calibration, hardware: Mapping[str, Any]) -> Calibration:
     """An uncalibrated twin's band: the priors' own widths (honestly wide)."""
-    nvlink = bool((hardware.get("perf") or {}).get("nvlink", True))
+    kind = constants.kind_of(hardware)
     names = constants.fitted_names()
-    cov = tuple(tuple(float(constants.prior(n, nvlink)["sd"]) ** 2 if i == j else 0.0
+    cov = tuple(tuple(float(constants.prior(n, kind)["sd"]) ** 2 if i == j else 0.0
                       for j in range(len(names))) for i, n in enumerate(names))
     return Calibration(values=cal.values, source=cal.source, box=cal.box, names=names, covariance=cov,
-                       key=cal.key)
+                       key=cal.key, kind=cal.kind, residual_by_kind=cal.residual_by_kind)
 
 
-def _failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mapping[str, Any],
-             server: Mapping[str, Any]) -> str | None:
-    """The startup failure the server would hit with these flags (None: it starts)."""
-    flags = {k: server.get(k) for k in ("disable_cuda_graph", "skip_server_warmup", "mem_fraction_static")}
-    return startup_failure(hardware, model, spec, flags)
-
-
-def predict(config: Any, *, calibration: Any = None, band: bool = False) -> dict[str, Any]:
-    """{calibration, failure, cells} for a composed config (see the module doc)."""
-    cfg = _plain(config)
-    hardware, model, spec = cfg["hardware"], cfg["model"], cfg["spec"]
-    workload, server = cfg["workload"], cfg.get("server") or {}
-    cal = constants.resolve(hardware, calibration)
-    failure = _failure(hardware, model, spec, server)
-    out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True, "cells": []}
+def predict(config: Any, *, calibration: Any = None, band: bool = False, level: float = BAND_LEVEL) -> dict[str, Any]:
+    """{calibration, failure, cells} for a composed config (see the module doc); with ``band``, each
+    cell's tok/s carries a ``level`` (default 80%) prediction interval as ``*_low``/``*_high``."""
+    su = setup(config, calibration)
+    cfg, cal, spec, box = su["cfg"], su["cal"], su["spec"], su["box"]
+    hardware, workload = cfg["hardware"], cfg["workload"]
+    failure = su["failure"]
+    out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True, "cells": [],
+                           "band_level": level if band else None}
     if failure:
         return out
-    box = box_of(hardware, model)
-    eager = bool(server.get("disable_cuda_graph"))
     banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
     for ctx in workload["contexts"]:
         for conc in workload["concurrency"]:
             kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc),
                                   "max_tokens": int(workload["max_tokens"]),
-                                  "requests": _requests(workload, int(conc)), "disable_cuda_graph": eager}
-            est = cell(box, cal.values, spec, **kw)
+                                  "requests": _requests(workload, int(conc)), "disable_cuda_graph": su["eager"],
+                                  "max_running": su["max_running"]}
+            est = cell(box, su["values"], spec, **kw)
             row = {"context": int(ctx), "concurrency": int(conc), "requests": kw["requests"],
                    "output_tok_s": est["tok_s"], "per_stream_tok_s": est["per_stream_tok_s"],
                    "ttft_ms_p50": est["ttft_ms"], "tpot_ms_p50": est["tpot_ms"], "e2e_ms_p50": est["e2e_ms"],
@@ -104,10 +93,10 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False) -> dict
                 from sweep.sim.fit import band as sigma_band
 
                 def fn(values: Mapping[str, float], kw: dict[str, Any] = kw) -> tuple[float, float]:
-                    e = cell(box, values, spec, **kw)
+                    e = cell(box, constants.for_workload(values, su["workload"]), spec, **kw)
                     return e["tok_s"], e["per_stream_tok_s"]
 
-                (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded)
+                (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded, z, kind="output_tok_s")
                 row.update({"output_tok_s_low": lo, "output_tok_s_high": hi,
                             "per_stream_tok_s_low": plo, "per_stream_tok_s_high": phi})
             out["cells"].append(row)
@@ -133,20 +122,18 @@ def predict_coding(config: Any, *, calibration: Any = None) -> dict[str, Any]:
     from sweep.sim import text
     from sweep.sim.measured import CODING_PROMPT_TOKENS
 
-    cfg = _plain(config)
-    hardware, model, spec, server = cfg["hardware"], cfg["model"], cfg["spec"], cfg.get("server") or {}
+    su = setup(config, calibration)
+    cfg, cal, spec, box = su["cfg"], su["cal"], su["spec"], su["box"]
     cap = int(cfg["workload"].get("coding_max_tokens") or 1024)
-    cal = constants.resolve(hardware, calibration)
-    failure = _failure(hardware, model, spec, server)
+    failure = su["failure"]
     out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True,
                            "coding_max_tokens": cap, "problems": [], "mean_tok_s": None}
     if failure:
         return out
-    box = box_of(hardware, model)
     for name, length in text.answer_lengths().items():
         n = len(text.answer(text.SIGNATURES[name], max_tokens=cap, ignore_eos=False, seed=0).pieces)
-        est = cell(box, cal.values, spec, context=CODING_PROMPT_TOKENS, concurrency=1, max_tokens=n,
-                   requests=1, disable_cuda_graph=bool(server.get("disable_cuda_graph")))
+        est = cell(box, su["values"], spec, context=CODING_PROMPT_TOKENS, concurrency=1, max_tokens=n,
+                   requests=1, disable_cuda_graph=su["eager"])
         out["problems"].append({"name": length.problem, "completion_tokens": n,
                                 "tok_s": est["per_stream_tok_s"], "length_source": length.source})
     out["mean_tok_s"] = sum(p["tok_s"] for p in out["problems"]) / len(out["problems"])
@@ -158,7 +145,8 @@ def _table(pred: Mapping[str, Any], title: str) -> str:
     if pred["failure"]:
         lines.append(f"predicted startup failure: {pred['failure']} (no cells)")
         return "\n".join(lines)
-    lines.append(f"{'ctx':>6} {'C':>4}  {'output tok/s (68% band)':>30}  {'per-stream tok/s':>26}  "
+    level = f"{100 * (pred.get('band_level') or BAND_LEVEL):.0f}% band"
+    lines.append(f"{'ctx':>6} {'C':>4}  {'output tok/s (' + level + ')':>30}  {'per-stream tok/s':>26}  "
                  f"{'TTFT ms':>8}  {'accept':>6}")
     for c in pred["cells"]:
         band = f"[{c['output_tok_s_low']:,.0f}-{c['output_tok_s_high']:,.0f}]"
@@ -175,33 +163,64 @@ def _coding_line(coding: Mapping[str, Any]) -> str:
             f"mean {coding['mean_tok_s']:.1f} tok/s -- {each}")
 
 
+def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(Hydra overrides, --name value options) from the command line; a ConfigError names a bad one."""
+    values: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        name = a.split("=", 1)[0]
+        if name in VALUE_OPTIONS:
+            value = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
+            if not value:
+                raise errors.ConfigError(name, VALUE_OPTIONS[name])
+            values[name] = value
+            i += 1 if "=" in a else 2
+            continue
+        if a.startswith("--") and a not in FLAGS:
+            raise errors.ConfigError(a, f"unknown option (allowed: {', '.join([*VALUE_OPTIONS, *FLAGS])}, "
+                                     "Hydra overrides)")
+        rest.append(a)
+        i += 1
+    return rest, values
+
+
+VALUE_OPTIONS = {"--calibration": "needs a path or 'none'",
+                 "--concurrency": "needs a comma-separated list of positive integers (with --breakdown)"}
+FLAGS = ("--json", "--breakdown")
+
+
 @errors.command("sweep.sim.predict")
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(USAGE, end="")
         return 0
-    as_json = "--json" in args
-    args = [a for a in args if a != "--json"]
-    calibration = None
-    for i, a in enumerate(args):
-        if a == "--calibration" or a.startswith("--calibration="):
-            calibration = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
-            args = args[:i] + args[i + (1 if "=" in a else 2):]
-            if not calibration:
-                raise errors.ConfigError("--calibration", "needs a path or 'none'")
-            break
-    unknown = [a for a in args if a.startswith("--")]
-    if unknown:
-        raise errors.ConfigError(unknown[0], "unknown option (allowed: --calibration, --json, Hydra overrides)")
+    args, opts = _options(args)
+    as_json, want_breakdown = "--json" in args, "--breakdown" in args
+    args = [a for a in args if a not in FLAGS]
+    calibration = opts.get("--calibration")
+    concs: list[int] | None = None
+    if "--concurrency" in opts:
+        try:
+            concs = [int(x) for x in opts["--concurrency"].split(",")]
+        except ValueError:
+            concs = []
+        if not concs or min(concs) < 1:
+            raise errors.ConfigError("--concurrency", VALUE_OPTIONS["--concurrency"])
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
+    from sweep.sim import explain
 
     # a ConfigError (CalibrationError is one): one line at the boundary, exit 2
     trial = from_omegaconf(compose(args))
     pred = predict(trial, calibration=calibration, band=True)
     if trial.workload.coding != "off":
         pred["coding"] = predict_coding(trial, calibration=calibration)
+    if want_breakdown and not pred["failure"]:
+        pred["breakdown"] = explain.breakdown(trial, calibration=calibration,
+                                              concurrencies=concs or explain.LADDER)
     if as_json:
         print(json.dumps(pred, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
     else:
@@ -212,6 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_table(pred, title))
         if pred.get("coding") and not pred["failure"]:
             print(_coding_line(pred["coding"]))
+        if pred.get("breakdown"):
+            print(explain.render(pred["breakdown"], f"{t['hardware']['name']} {t['spec']['algorithm']} "
+                                                    f"b{t['spec'].get('budget')}"))
     return 0
 
 

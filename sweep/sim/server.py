@@ -28,7 +28,8 @@ DEFAULT_MAX_RUNNING = 1024
 
 def _hardware(args: cli.SimArgs) -> dict:
     hw = dict(args.hardware)
-    hw.update({"tp": args.tp_size, "ep": args.ep_size, "dp": args.dp_size})
+    hw.update({"tp": args.tp_size, "ep": args.ep_size, "dp": args.dp_size,
+               "dp_attention": bool(args.enable_dp_attention)})
     hw.setdefault("num_gpus", args.tp_size)
     return hw
 

@@ -48,6 +48,11 @@ def test_prescreen_and_pruner_on_the_simulator_with_mlflow(tmp_path: Path) -> No
     queued = [t.params for t in trials if "prescreen_rank" in t.user_attrs]
     assert queued and all(p in best_two for p in queued)
     assert (sweep_dir / "prescreen.csv").read_text().startswith("rank,spec.budget,spec.topk,spec.window")
+    # the ones run first carry the twin's 80% band of their objective; the rest do not (a band costs ~1 s)
+    for r in pre["ranking"][:2]:
+        assert r["low"] < r["predicted"] < r["high"], r
+    assert all(r["low"] is None and r["high"] is None for r in pre["ranking"][2:])
+    assert "predicted_low,predicted_high" in (sweep_dir / "prescreen.csv").read_text().splitlines()[0]
 
     # the pruner: the slow seed stopped after its first cell, recorded PRUNED with that cell
     slow = trials[1]

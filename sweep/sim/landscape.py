@@ -1,0 +1,158 @@
+"""Recorded landscapes: a grid of real trials on one engine + box, in one file.
+
+The shared format (``specsweep.landscape/1``; written by
+``benchmarks/record_landscape.py`` for any engine, ``benchmarks/vllm_landscape.py``
+for vLLM) is what the twin is judged on: ``python -m sweep.calibrate`` fits a box
+from it, ``benchmarks/sim_fidelity.py --landscape FILE`` fits on part of it and
+predicts the rest, and the search benchmark replays it with its measured noise.
+
+A point is a result.json cell copied generically plus ``config`` and
+``workload``; with several repeats, ``output_tok_s_runs`` holds the per-repeat
+tok/s (the measured noise). Readers tolerate unknown keys, so the format grows
+without code changes. Everything needed to predict a point must be in the file:
+each config carries the composed ``hardware``/``model``/``spec`` nodes (under
+``composed``) when the writer had them; else they are composed here from the
+config's ``overrides`` and the file's ``engine`` and ``hardware``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+SCHEMA = "specsweep.landscape/1"
+SIG = 4          # significant digits of floats in a written landscape
+MAX_LATENCIES = 256
+
+
+class LandscapeError(ValueError):
+    """A file that is not a landscape (one line, naming the file)."""
+
+
+@dataclass
+class Landscape:
+    path: Path
+    doc: dict[str, Any]
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def engine(self) -> str:
+        return str(self.doc.get("engine") or "?")
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return list(self.doc.get("points") or [])
+
+    @property
+    def trials(self) -> list[dict[str, Any]]:
+        return list(self.doc.get("trials") or [])
+
+    def composed(self, config_id: str) -> dict[str, Any]:
+        """hardware, model, spec (and server) nodes of a config, as the twin reads them."""
+        cfg = self.configs.get(config_id)
+        if cfg is None:
+            raise LandscapeError(f"error: landscape {self.path}: point names unknown config {config_id!r}")
+        if "_composed" not in cfg:
+            cfg["_composed"] = dict(cfg.get("composed") or {}) or _compose(self, cfg)
+            machine_perf = (self.doc.get("machine") or {}).get("perf") or {}
+            if machine_perf:  # figures measured on the recording machine beat the YAML's
+                hw = dict(cfg["_composed"].get("hardware") or {})
+                hw["perf"] = {**(hw.get("perf") or {}), **machine_perf}
+                cfg["_composed"]["hardware"] = hw
+        return cfg["_composed"]
+
+
+def _compose(land: Landscape, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
+
+    base = [f"server={land.engine}"]
+    if land.doc.get("hardware"):
+        base.append(f"hardware={land.doc['hardware']}")
+    raw = dict(from_omegaconf(compose([*base, *list(cfg.get("overrides") or [])])).raw)
+    return {k: raw.get(k) for k in ("hardware", "model", "spec", "server", "workload")}
+
+
+def load(path: Path | str) -> Landscape:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LandscapeError(f"error: landscape: cannot read {path}: {exc}".splitlines()[0]) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise LandscapeError(f"error: landscape: {path} is not a landscape (schema {SCHEMA!r})")
+    land = Landscape(path, doc)
+    for cfg in doc.get("configs") or []:
+        land.configs[str(cfg["id"])] = dict(cfg)
+    return land
+
+
+def is_landscape(path: Path) -> bool:
+    """A JSON file whose schema is the landscape's (cheap check on the head of the file)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return SCHEMA.encode() in head
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def round_floats(value: Any, sig: int = SIG) -> Any:
+    """Floats to ``sig`` significant digits, recursively (files stay small and diffable)."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0.0:
+            return value if math.isfinite(value) else None
+        return float(f"{value:.{sig}g}")
+    if isinstance(value, dict):
+        return {k: round_floats(v, sig) for k, v in value.items()}
+    if isinstance(value, list):
+        return [round_floats(v, sig) for v in value]
+    return value
+
+
+def merge_runs(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One point from the same cell measured in several rounds (each a result.json cell).
+
+    The first round's cell is copied generically (every key, so fields other
+    branches add flow through); throughput figures become the mean over the
+    rounds with the per-round values kept as ``<name>_runs``; counts are summed.
+    """
+    if not cells:
+        raise ValueError("no cells to merge")
+    out: dict[str, Any] = dict(cells[0])
+    if isinstance(out.get("latencies"), list):
+        out["latencies"] = out["latencies"][:MAX_LATENCIES]
+    out["repeats"] = sum(int(c.get("repeats") or 1) for c in cells)
+    for name in ("output_tok_s", "per_stream_tok_s", "accept_len"):
+        values = [float(c[name]) for c in cells if isinstance(c.get(name), (int, float))]
+        if not values:
+            continue
+        out[name] = statistics.fmean(values)
+        out[f"{name}_runs"] = values
+        if len(values) > 1:
+            from sweep.stats import interval
+
+            ci = interval(values)
+            out[f"{name}_ci"] = [ci[0], ci[1]] if ci else None
+    for name in ("requests", "errors", "completion_tokens"):
+        values = [int(c[name]) for c in cells if isinstance(c.get(name), (int, float))]
+        if values:
+            out[name] = sum(values)
+    return out
+
+
+def run_sd(values: Iterable[float]) -> float | None:
+    """Log-scale standard deviation of repeated measurements (None with fewer than two)."""
+    vals = [math.log(v) for v in values if v and v > 0]
+    return statistics.stdev(vals) if len(vals) > 1 else None
