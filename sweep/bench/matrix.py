@@ -61,6 +61,7 @@ from sweep.bench.sizing import PromptMaker
 if TYPE_CHECKING:
     import httpx
 
+    from sweep.bench.serverstats import CounterProbe
     from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
 
@@ -72,7 +73,7 @@ CELL_KEYS = (
     "itl_ms_p50", "itl_ms_p90", "itl_ms_p99", "itl_tokens",
     "step_ms_p50", "step_ms_p90", "step_ms_p99",
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-    "e2e_ms_p50", "accept_len", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
+    "e2e_ms_p50", "accept_len", "accept_rate", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
     "concurrency_capped",
     "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
 )
@@ -110,6 +111,7 @@ class CellResult:
     completion_tokens: int
     prompt_tokens_mean: float | None
     duration_s: float
+    accept_rate: float | None = None   # accepted / drafted draft tokens (/metrics around the window)
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
@@ -271,8 +273,13 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
                    on_done: Callable[[RequestResult], None] | None = None,
                    request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                    continuous_usage: bool = False,
-                   flush: Callable[[], Awaitable[str]] | None = None) -> CellResult:
-    """Size the prompts, open and warm ``concurrency`` connections, flush, then measure one cell."""
+                   flush: Callable[[], Awaitable[str]] | None = None,
+                   counters: "CounterProbe | None" = None) -> CellResult:
+    """Size the prompts, open and warm ``concurrency`` connections, flush, then measure one cell.
+
+    ``counters``: read the server's acceptance counters right before and after the
+    measured requests (where responses carry none: vLLM) for the cell's accept_len/rate.
+    """
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
     path = path_for(endpoint)
@@ -297,6 +304,7 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
             await _open_and_warm(clients, warm, path, timeout_s)
             if flush is not None:
                 flushed = await flush()
+            before = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
             t0, c0 = time.perf_counter(), time.process_time()
             if workload.request_rate:
                 results = await _poisson(clients, measured, path, workload.request_rate, workload.seed,
@@ -304,9 +312,15 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, context
             else:
                 results = await _closed_loop(clients, measured, path, timeout_s, on_done)
             duration, cpu = time.perf_counter() - t0, time.process_time() - c0
+            after = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
     cell = aggregate(context, concurrency, results, duration)
+    if counters is not None:
+        window = counters.accept(before, after)
+        if cell.accept_len is None:
+            cell.accept_len = window.get("accept_len")
+        cell.accept_rate = window.get("accept_rate")
     cell.flushed = flushed
     cell.prompt_sizing = prompts.sizing
     cell.client_cpu_s = cpu
@@ -362,7 +376,8 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                       tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                       vocab_size: int | None = None,
-                      on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+                      on_cell: Callable[[CellResult], None] | None = None,
+                      counters: "CounterProbe | None" = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     from sweep.bench.repeats import combine
 
@@ -399,7 +414,8 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 runs = [await run_cell(base_url, workload, model_name, ctx, conc, prompts,
                                        api_key=api_key, on_done=done, request_extras=request_extras,
                                        endpoint=endpoint, continuous_usage=continuous_usage,
-                                       flush=flush_once if do_flush else None) for _ in range(repeats)]
+                                       flush=flush_once if do_flush else None, counters=counters)
+                        for _ in range(repeats)]
                 pooled = aggregate(ctx, conc, [r for run in runs for r in run.results],
                                    sum(run.duration_s for run in runs)) if repeats > 1 else runs[0]
                 cell = combine(runs, pooled)
@@ -425,7 +441,8 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                vocab_size: int | None = None,
-               on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+               on_cell: Callable[[CellResult], None] | None = None,
+               counters: "CounterProbe | None" = None) -> list[CellResult]:
     """Run every context x concurrency cell of ``workload`` against ``base_url``.
 
     Synchronous entry point (runs its own event loop; from inside a running
@@ -442,5 +459,5 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
-                                     on_cell=on_cell)
+                                     on_cell=on_cell, counters=counters)
     return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))

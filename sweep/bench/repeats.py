@@ -25,7 +25,7 @@ from sweep.stats import interval
 if TYPE_CHECKING:
     from sweep.bench.matrix import CellResult
 
-MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len")
+MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len", "accept_rate")
 
 
 def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
@@ -43,6 +43,7 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
             setattr(out, name, None)
             continue
         setattr(out, name, round(statistics.fmean(values), 4))
-        ci = interval(values) if len(values) == len(runs) else None
-        setattr(out, f"{name}_ci", [round(ci[0], 4), round(ci[1], 4)] if ci else None)
+        if hasattr(out, f"{name}_ci"):
+            ci = interval(values) if len(values) == len(runs) else None
+            setattr(out, f"{name}_ci", [round(ci[0], 4), round(ci[1], 4)] if ci else None)
     return out

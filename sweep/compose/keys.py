@@ -32,7 +32,9 @@ LAUNCHERS = ("local", "ssh")
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
 ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
-PROMPT_SOURCES = ("text", "random_ids", "dataset")  # workload.prompt_source
+PROMPT_SOURCES = ("text", "edit", "prose", "random_ids", "dataset")  # workload.prompt_source
+DTYPES = ("auto", "bfloat16", "float16", "float32")  # hardware.cpu.dtype (vLLM --dtype)
+MODEL_FORMATS = ("hf", "gguf")                      # server.model_format: a model group's paths.<form>
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,11 @@ RULES: dict[str, Rule] = {
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),
     "hardware.quirks.rules": Rule("list"),  # its entries: sweep/compose/constraints.py
+    "hardware.cpu": MAPPING,  # how a CPU engine runs on a CPU box (conf/hardware/cpu.yaml)
+    "hardware.cpu.eager": BOOL,
+    "hardware.cpu.kv_cache_gib": _num(0.1, 100_000, "GiB of KV cache (VLLM_CPU_KVCACHE_SPACE)"),
+    "hardware.cpu.threads_bind": Rule("cpus"),
+    "hardware.cpu.dtype": _enum(None, *DTYPES),
     # -- spec
     "spec.algorithm": REQUIRED_NAME,
     "spec.budget": _int(1, MAX_SPEC, "draft tokens per step"),
@@ -107,11 +114,17 @@ RULES: dict[str, Rule] = {
     "spec.draft_p_min": _num(0, 1, "probability"),
     "spec.ngram_type": NAME,
     "spec.ngram_n_min": _int(1, MAX_SPEC, "tokens"),
+    "spec.ngram_n_max": _int(1, MAX_SPEC, "tokens"),
     "spec.ngram_n_match": _int(1, MAX_SPEC, "tokens"),
     "spec.synth_len": _num(1, MAX_SPEC + 1, "tokens per step"),
     "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
     "spec.render": MAPPING,
     "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
+    "spec.requires": Rule("strs"),     # optional engine packages (the install records them)
+    "spec.suffix_max_tree_depth": _int(1, MAX_SPEC, "tokens"),
+    "spec.suffix_max_spec_factor": _num(0, 1000, "draft tokens per matched token"),
+    "spec.suffix_min_token_prob": _num(0, 1, "probability"),
+    "spec.suffix_max_cached_requests": _int(0, MAX_REQUESTS, "requests"),
     # -- model
     "model.name": REQUIRED_NAME,
     "model.path": PATH,
@@ -123,9 +136,14 @@ RULES: dict[str, Rule] = {
     "model.arch": MAPPING,
     "model.arch.*": Rule("figure"),
     "model.install": MAPPING,
+    "model.paths": MAPPING,   # the model per on-disk form (server.model_format picks model.path)
+    "model.paths.*": PATH,
+    "model.drafts": MAPPING,  # the draft per on-disk form (model.draft_paths.draft)
+    "model.drafts.*": PATH,
     # -- server
     "server.name": REQUIRED_NAME,
     "server.flavor": REQUIRED_NAME,
+    "server.model_format": _enum(*MODEL_FORMATS),
     "server.simulated": BOOL,
     "server.executable": Rule("strs", required=True),
     "server.host": Rule("host", required=True),
@@ -156,6 +174,7 @@ RULES: dict[str, Rule] = {
     "server.threads": _int(1, 4096, "CPU threads"),
     "server.parallel": _int(1, 4096, "slots"),
     "server.seed": _int(0, MAX_SEED, "seed"),
+    "server.max_num_batched_tokens": _int(1, MAX_CONTEXT, "tokens per scheduler step"),
     "server.sim": MAPPING,
     "server.sim.load_seconds": _num(0, 3600, "seconds"),
     "server.sim.seed": _int(0, MAX_SEED, "seed"),
@@ -220,6 +239,10 @@ RULES: dict[str, Rule] = {
     "workload.coding": _enum(*CODING_EVALS, False, None),
     "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
     "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),
+    "workload.identity": MAPPING,  # the greedy-identity pass (sweep/bench/identity.py)
+    "workload.identity.prompts": _int(0, 1000, "prompts; 0: no pass"),
+    "workload.identity.max_tokens": _int(1, MAX_CONTEXT, "new tokens per answer"),
+    "workload.identity.context": _int(1, MAX_CONTEXT, "prompt tokens; null: the first of workload.contexts"),
     "workload.sandbox": MAPPING,
     "workload.sandbox.timeout_s": _num(0.1, 3600, "seconds"),
     "workload.sandbox.memory_mb": _int(16, 1_048_576, "MB"),
@@ -239,4 +262,5 @@ RULES: dict[str, Rule] = {
     "objective.constraints.coding_pass_rate_min": _num(0, 1, "fraction"),
     "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
+    "objective.constraints.greedy_identical_min": _num(0, 1, "fraction of greedy answers equal to the baseline's"),
 }

@@ -33,7 +33,7 @@ RUN_STATUS = {"ok": "FINISHED", "failed": "FAILED", "interrupted": "KILLED", "ru
               "pruned": "KILLED"}
 CELL_SERIES = (("tok_s", "output_tok_s"), ("per_stream_tok_s", "per_stream_tok_s"),
                ("ttft_ms_p50", "ttft_ms_p50"), ("itl_ms_p50", "itl_ms_p50"),
-               ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"),
+               ("tpot_ms_p50", "tpot_ms_p50"), ("accept_len", "accept_len"), ("accept_rate", "accept_rate"),
                ("errors", "errors"), ("usd_per_mtok", "usd_per_mtok"))
 SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 
@@ -129,7 +129,7 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
 
 # Headline metrics shown rounded in the shipped view (tags; the metrics keep full precision).
 ROUNDED = ("tok_s_lowc", "headline_concurrency", "tok_s_peak", "speedup_vs_baseline", "accept_len",
-           "coding_pass_rate", "ttft_ms_p50", "tpot_ms_p50", "usd_per_mtok")
+           "accept_rate", "greedy_identical", "coding_pass_rate", "ttft_ms_p50", "tpot_ms_p50", "usd_per_mtok")
 
 
 def rounded_tags(doc: TrialResult) -> dict[str, str]:
@@ -160,6 +160,10 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
         for side, bound in zip(("tok_s_ci_low", "tok_s_ci_high"), ci or ()):
             if (v := _number(bound)) is not None:
                 out.append((f"{side}.ctx{int(cell.context)}", v, int(cell.concurrency)))
+    window = doc.acceptance.metrics if doc.acceptance is not None else None
+    for pos, share in enumerate((window.per_position if window is not None else None) or ()):
+        if (v := _number(share)) is not None:  # accepted at draft position `step` / drafting steps
+            out.append(("accept_pos", v, pos))
     pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
     if pred is not None:
         for key, raw in (("predicted_objective", pred.objective), ("prediction_error", pred.error),

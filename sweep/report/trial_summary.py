@@ -58,8 +58,35 @@ def print_trial(doc: TrialResult) -> None:
     head = headline(doc)
     console.print(
         f"{head.label}: {_fmt(head.tok_s)}  peak: {_fmt(m.tok_s_peak)}  "
-        f"accept len: {_fmt(doc.accept_len.requests, 2)} (log {_fmt(doc.accept_len.log, 2)})  "
+        f"accept len: {_accept(doc)}  "
         f"speedup vs AR: {_speedup(doc)}  "
         f"startup: {_fmt(m.startup_s)} s"
         + ("  [server reused]" if doc.server is not None and doc.server.reused else ""))
+    if (spec_line := _spec_line(doc)) is not None:
+        console.print(spec_line, markup=False)
     console.print(f"result: {trial.job_dir}/result.json")
+
+
+def _accept(doc: TrialResult) -> str:
+    """Accept length where the server reports it: the requests' counters (log), else /metrics."""
+    a = doc.accept_len
+    if a.requests is not None or a.metrics is None:
+        return f"{_fmt(a.requests, 2)} (log {_fmt(a.log, 2)})"
+    return f"{_fmt(a.metrics, 2)} (/metrics)"
+
+
+def _spec_line(doc: TrialResult) -> str | None:
+    """Accept rate, acceptance per draft position, greedy identity: when there is any."""
+    parts = []
+    if doc.metrics.accept_rate is not None:
+        parts.append(f"accept rate: {doc.metrics.accept_rate:.2f}")
+    window = doc.acceptance.metrics if doc.acceptance is not None else None
+    if window is not None and window.per_position:
+        parts.append("accepted per position: " + " ".join(f"{p:.2f}" for p in window.per_position))
+    ident = doc.identity
+    if ident is not None and ident.answers:
+        if ident.greedy_identical is None:
+            parts.append(f"greedy identity: - ({len(ident.answers)} answers, no baseline answers to compare)")
+        else:
+            parts.append(f"greedy identity: {ident.identical}/{ident.compared} answers as the baseline's")
+    return "  ".join(parts) if parts else None

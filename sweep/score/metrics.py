@@ -103,6 +103,17 @@ def trial_accept_len(cells: Sequence[Cell]) -> float | None:
     return tokens / steps if steps else None
 
 
+def accept_rate(result: TrialResult) -> float | None:
+    """Accepted / drafted draft tokens over the trial: the requests' counters, else /metrics'."""
+    acc = result.acceptance
+    if acc is None:
+        return None
+    rate = (acc.requests or {}).get("accept_rate")
+    if rate is None and acc.metrics is not None:
+        rate = acc.metrics.accept_rate
+    return None if rate is None else float(rate)
+
+
 def metrics(result: TrialResult) -> Metrics:
     cells = result.cells
     head = headline_cell(cells)
@@ -115,6 +126,8 @@ def metrics(result: TrialResult) -> Metrics:
         tok_s_c1=head.output_tok_s if head and head.concurrency == 1 else None,
         tok_s_peak=max((c.output_tok_s for c in ok if c.output_tok_s is not None), default=None),
         accept_len=trial_accept_len(cells),
+        accept_rate=accept_rate(result),
+        greedy_identical=result.identity.greedy_identical if result.identity is not None else None,
         coding_pass_rate=coding.pass_rate if coding is not None else None,
         speedup_vs_baseline=result.speedup_vs_baseline,
         ttft_ms_p50=head.ttft_ms_p50 if head else None,
