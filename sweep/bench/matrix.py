@@ -75,7 +75,7 @@ CELL_KEYS = (
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "e2e_ms_p50", "accept_len", "accept_rate", "completion_tokens", "prompt_tokens_mean", "prompt_sizing", "duration_s",
     "concurrency_capped",
-    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci",
+    "repeats", "output_tok_s_ci", "per_stream_tok_s_ci", "accept_len_ci", "output_tok_s_runs",
 )
 
 
@@ -123,6 +123,7 @@ class CellResult:
     output_tok_s_ci: list[float] | None = None
     per_stream_tok_s_ci: list[float] | None = None
     accept_len_ci: list[float] | None = None
+    output_tok_s_runs: list[float] | None = None   # each repeat's output_tok_s (repeats > 1): the noise
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

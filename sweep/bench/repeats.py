@@ -11,7 +11,9 @@ configs from the box's run-to-run noise (two B300 runs of one config differed by
   percentile of the union, not a mean of percentiles);
 * counts as totals over the repeats: ``requests``, ``errors`` (+ kinds),
   ``completion_tokens``, ``duration_s``, ``client_cpu_s`` -- an error in any repeat stays an error,
-  and tokens / seconds still give the cell's rate.
+  and tokens / seconds still give the cell's rate;
+* each repeat's own ``output_tok_s`` in ``output_tok_s_runs`` (the run-to-run noise a
+  recorded landscape replays).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
     out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
-                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped)
+                  client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
+                  output_tok_s_runs=[round(c.output_tok_s, 4) for c in runs])
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]
         if not values:

@@ -118,6 +118,8 @@ class Cell(Record):
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
     accept_len_ci: list[float] | None = field(default=None, metadata={
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    output_tok_s_runs: list[float] | None = field(default=None, metadata={
+        "doc": "each repeat's output_tok_s (null with one repeat)"})
 
 
 @dataclass(kw_only=True)

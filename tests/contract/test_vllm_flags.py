@@ -69,6 +69,7 @@ KNOBS = {
     "suffix": ["spec.budget=8", "spec.suffix_max_tree_depth=16", "spec.suffix_max_spec_factor=2.0",
                "spec.suffix_min_token_prob=0.2", "spec.suffix_max_cached_requests=100"],
     "eagle3": ["spec.budget=4"],
+    "synth": ["spec.synth_len=null", "spec.synth_rates=[0.9,0.5,0.25,0.1]"],
     "dflash": ["spec.block=4"],
     "none": ["server.max_running_requests=8", "server.max_num_batched_tokens=4096", "server.api_key=sk-x",
              "hardware.cpu.eager=false", "hardware.cpu.dtype=float32", "hardware.cpu.kv_cache_gib=1",
@@ -80,7 +81,9 @@ SPEC_KEYS = {"method": "method", "model": "model", "num_speculative_tokens": "nu
              "suffix_decoding_max_tree_depth": "suffix_decoding_max_tree_depth",
              "suffix_decoding_max_spec_factor": "suffix_decoding_max_spec_factor",
              "suffix_decoding_min_token_prob": "suffix_decoding_min_token_prob",
-             "suffix_decoding_max_cached_requests": "suffix_decoding_max_cached_requests"}
+             "suffix_decoding_max_cached_requests": "suffix_decoding_max_cached_requests",
+             "rejection_sample_method": "rejection_sample_method",
+             "synthetic_acceptance_rates": "synthetic_acceptance_rates"}
 
 
 def rendered(spec: str, *extra: str):
@@ -122,7 +125,7 @@ def _flags(args) -> list[str]:
 
 
 def test_every_spec_of_ours_is_covered():
-    assert set(SPECS) == {"ngram", "llamacpp_ngram", "draft", "suffix", "eagle3", "dflash", "none"}
+    assert set(SPECS) == {"ngram", "llamacpp_ngram", "draft", "suffix", "synth", "eagle3", "dflash", "none"}
     assert set(KNOBS) == set(SPECS)
 
 
@@ -147,6 +150,13 @@ def test_rendered_launch_passes_vllms_parser_and_config(spec: str, knobs: bool):
         assert parsed["speculative"] is None
         return
     for key, value in want.items():
+        if key == "synthetic_acceptance_length":  # vLLM resolves a length into per-position rates
+            if value is not None:
+                rates = parsed["speculative"]["synthetic_acceptance_rates"]
+                assert len(rates) == want["num_speculative_tokens"] and 1 + sum(rates) == pytest.approx(value)
+            continue
+        if key == "synthetic_acceptance_rates" and value is None:
+            continue
         assert parsed["speculative"][SPEC_KEYS[key]] == value, (key, parsed["speculative"])
 
 

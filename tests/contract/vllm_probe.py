@@ -42,7 +42,8 @@ def _spec_fields(spec: object) -> dict[str, object] | None:
         return None
     keys = ("method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min",
             "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
-            "suffix_decoding_min_token_prob", "suffix_decoding_max_cached_requests")
+            "suffix_decoding_min_token_prob", "suffix_decoding_max_cached_requests", "rejection_sample_method",
+            "synthetic_acceptance_rates", "synthetic_acceptance_length")
     return {k: getattr(spec, k, None) for k in keys}
 
 
