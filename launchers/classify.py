@@ -155,6 +155,22 @@ def said(log_text: str, reason: str) -> str | None:
     return first[:300] or None
 
 
+_ERROR_LINE = re.compile(r"(?:^|\]\s|\s)((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*)$")
+
+
+def last_error(log_text: str) -> str | None:
+    """The last ``SomeError: message`` line of a log (a crash's own words), or None.
+
+    Wrappers that only point elsewhere (vLLM's ``EngineDeadError: ... See stack
+    trace (above)``) are passed over for the error they point at."""
+    found = None
+    for line in log_text.splitlines():
+        m = _ERROR_LINE.search(line.rstrip())
+        if m and "See stack trace" not in m.group(1) and "see root cause" not in m.group(1).lower():
+            found = m.group(1)
+    return found[:300] if found else None
+
+
 def tail(text: str, n: int) -> str:
     """The last ``n`` lines of ``text`` (all of it when shorter; "" for n <= 0)."""
     if n <= 0 or not text:

@@ -40,7 +40,7 @@ def test_server_brings_the_cpu_box_smollm2_in_its_hf_form_ngram_and_the_edit_wor
     argv = list(launch.args)
     model = argv[argv.index("--model") + 1]
     assert model == cfg.model.path and model.endswith("-bfloat16") and not model.endswith(".gguf")
-    assert "--enforce-eager" in argv and argv[argv.index("--dtype") + 1] == "bfloat16"
+    assert "--enforce-eager" in argv and argv[argv.index("--dtype") + 1] == "float32"  # greedy-identical
     assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "2" and launch.env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
     assert spec_config(argv) == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                                  "prompt_lookup_min": 2}
@@ -50,8 +50,8 @@ def test_server_brings_the_cpu_box_smollm2_in_its_hf_form_ngram_and_the_edit_wor
 
 def test_cpu_settings_are_the_hardware_groups_keys():
     launch = render(build("server=vllm", "hardware.cpu.eager=false", "hardware.cpu.kv_cache_gib=6",
-                          "hardware.cpu.threads_bind=0-1", "hardware.cpu.dtype=float32"))
-    assert "--enforce-eager" not in launch.args and launch.args[launch.args.index("--dtype") + 1] == "float32"
+                          "hardware.cpu.threads_bind=0-1", "hardware.cpu.dtype=bfloat16"))
+    assert "--enforce-eager" not in launch.args and launch.args[launch.args.index("--dtype") + 1] == "bfloat16"
     assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "6" and launch.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
     # a GPU box has no cpu block: nothing CPU-specific is rendered
     gpu = render(build("server=vllm", "hardware=h200", "model=kimi_k26", "spec=none", "workload=smoke"))
@@ -65,6 +65,7 @@ def test_cpu_settings_are_the_hardware_groups_keys():
     (["spec.ngram_n_min=5", "spec.ngram_n_max=3"], "spec.ngram_n_min"),
     (["spec=suffix", "spec.budget=30"], "spec.budget"),
     (["spec=ddtree"], "spec"),                       # no vLLM form
+    (["spec=synth"], "hardware.num_gpus"),            # vLLM's CPU sampler has no synthetic acceptance
     (["workload.identity.context=8190"], "workload.identity.context"),
 ])
 def test_bad_vllm_values_are_one_line_errors(overrides, key):

@@ -429,10 +429,12 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
 
 
 def server_options(cfg: Any) -> dict[str, Any]:
-    """What :func:`run_matrix` needs to know about the server and model of a TrialConfig."""
+    """What :func:`run_matrix` needs to know about the server and model of a TrialConfig
+    (the endpoint: the workload's when it names one, else the server's)."""
     server = cfg.server
     vocab = (cfg.model.arch or {}).get("vocab_size")
-    return {"request_extras": server.request_extras, "endpoint": server.endpoint,
+    return {"request_extras": server.request_extras,
+            "endpoint": getattr(cfg.workload, "endpoint", None) or server.endpoint,
             "tokenize": server.tokenize, "continuous_usage": server.continuous_usage,
             "vocab_size": int(vocab) if vocab else None}
 

@@ -137,6 +137,7 @@ class Workload:
     repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
     # the greedy-identity pass: {prompts, max_tokens, context} (sweep/bench/identity.py); prompts 0: off
     identity: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None              # completions | chat; None: the server's (server.endpoint)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -244,7 +245,8 @@ def _server(node: Mapping[str, Any]) -> Server:
 
 def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
-    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
+    own = _v(node, p, "endpoint")  # the workload's endpoint beats the server's (prose is what chat serves)
+    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, own or endpoint)
     contexts = _v(node, p, "contexts")
     conc = _v(node, p, "concurrency")
     max_tokens = _v(node, p, "max_tokens")
@@ -276,7 +278,7 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
         repeats=_v(node, p, "repeats", 1),
-        identity=_identity(node, contexts, model_ctx),
+        identity=_identity(node, contexts, model_ctx), endpoint=own,
     )
 
 

@@ -233,6 +233,7 @@ RULES: dict[str, Rule] = {
     "workload.request_timeout_s": _num(1, MAX_SECONDS, "seconds"),
     "workload.max_error_rate": _num(0, 1, "failed / sent requests"),
     "workload.prompt_source": _enum(*PROMPT_SOURCES),
+    "workload.endpoint": _enum(None, *ENDPOINTS),  # null: the server's (server.endpoint)
     "workload.dataset_path": PATH,
     "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.repeats": _int(1, 100, "measurements per cell"),

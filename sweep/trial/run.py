@@ -122,11 +122,31 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         window["per_position"] = readers.metrics.positions(before, after, window.get("drafts"))
         doc.acceptance.metrics = CounterWindow.from_dict(window)
         doc.accept_len.metrics = window.get("accept_len")
-    if not launcher.alive():
-        _fail(doc, "crashed", "the server exited during the benchmark",
-              _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
-    elif message := bench_errors.verdict(bench_errors.tally(cells, coding), wl.max_error_rate):
+    failed = bench_errors.tally(cells, coding)
+    if not launcher.alive() or (failed.failed and _exits(launcher)):
+        text = launcher.log_since(mark)
+        _fail(doc, "crashed", _crash_message(text), _tail(text, cfg.launcher.log_tail_lines))
+    elif message := bench_errors.verdict(failed, wl.max_error_rate):
         _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+
+
+def _exits(launcher: Any, wait_s: float = 5.0) -> bool:
+    """Whether a server whose requests failed is on its way out (vLLM's API process takes a
+    moment to tear down after its engine died; its requests are refused meanwhile)."""
+    deadline = time.monotonic() + wait_s
+    while launcher.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _crash_message(log_text: str) -> str:
+    """'the server exited during the benchmark', with the server's last error line when it has one."""
+    from launchers.classify import last_error
+
+    said = last_error(log_text)
+    return "the server exited during the benchmark" + (f": {said}" if said else "")
 
 
 def _counter_probe(cfg: TrialConfig, readers: Any, base_url: str) -> Any:

@@ -72,7 +72,7 @@ KNOBS = {
     "synth": ["spec.synth_len=null", "spec.synth_rates=[0.9,0.5,0.25,0.1]"],
     "dflash": ["spec.block=4"],
     "none": ["server.max_running_requests=8", "server.max_num_batched_tokens=4096", "server.api_key=sk-x",
-             "hardware.cpu.eager=false", "hardware.cpu.dtype=float32", "hardware.cpu.kv_cache_gib=1",
+             "hardware.cpu.eager=false", "hardware.cpu.dtype=bfloat16", "hardware.cpu.kv_cache_gib=1",
              "server.seed=7"],
 }
 # The speculative-config keys of our YAML -> the SpeculativeConfig attribute vLLM keeps them in.
@@ -91,7 +91,9 @@ def rendered(spec: str, *extra: str):
     from sweep.compose.config import from_omegaconf
     from sweep.compose.render import render
 
-    cfg = from_omegaconf(compose(["server=vllm", f"spec={spec}", *heads(), *extra]))
+    # spec=synth is GPU-only (its declared constraint): parsed as a GPU box would render it
+    gpu = ["hardware.num_gpus=1", "hardware.memory_gb=80"] if spec == "synth" else []
+    cfg = from_omegaconf(compose(["server=vllm", f"spec={spec}", *heads(), *gpu, *extra]))
     return cfg, render(cfg)
 
 

@@ -23,6 +23,7 @@ def _failed(root: Path) -> dict:
     return doc
 
 
+@pytest.mark.timeout(900)
 def test_refused_speculative_config_and_missing_model_are_classified(vllm_cli, tmp_path: Path):
     bad = '{"method":"ngram","num_speculative_tokens":2,"prompt_lookup_maxx":3}'
     proc = vllm_cli("spec=none", f"server.extra_args=[--speculative-config,'{bad}']",

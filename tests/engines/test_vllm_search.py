@@ -11,6 +11,7 @@ from .conftest import explain, results
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(1800)
 def test_optuna_search_over_the_ngram_budget(vllm_cli, tmp_path: Path):
     import optuna
     from mlflow.tracking import MlflowClient
@@ -18,7 +19,7 @@ def test_optuna_search_over_the_ngram_budget(vllm_cli, tmp_path: Path):
     storage = f"sqlite:///{tmp_path}/study.db"
     tracking = f"sqlite:///{tmp_path}/mlflow.db"
     proc = vllm_cli("-m", "hydra/sweeper=optuna", "hydra/sweeper/space=vllm", "hydra.sweeper.n_trials=3",
-                    "spec.budget=choice(2,4)", "spec.ngram_n_max=4", "spec.ngram_n_min=2",
+                    "spec.budget=choice(2,4)", "spec.ngram_n_max=choice(3,4)", "spec.ngram_n_min=choice(1,2)",
                     f"hydra.sweeper.storage={storage}", "hydra.sweeper.plots.enabled=false",
                     f"hydra.sweep.dir={tmp_path}/sweep", f"mlflow.tracking_uri={tracking}",
                     mlflow=True, timeout=1500)
@@ -26,13 +27,14 @@ def test_optuna_search_over_the_ngram_budget(vllm_cli, tmp_path: Path):
     study = optuna.load_study(study_name="cpu-ngram-vllm_ci-tok_s_lowc", storage=storage)
     trials = study.trials
     assert len(trials) == 3 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
-    assert trials[0].params == {"spec.budget": 4}  # the spec's own value comes first
+    # the spec's own values come first (the space's enqueued reference)
+    assert trials[0].params == {"spec.budget": 4, "spec.ngram_n_max": 4, "spec.ngram_n_min": 2}
     assert all(t.value and t.value > 0 for t in trials)
     assert (tmp_path / "sweep" / "best.yaml").is_file()
     assert "--speculative-config" in proc.stdout  # the best config's server command
     docs = results(tmp_path / "sweep")
     # a configuration the sampler proposes again is not run again (same result)
-    assert len(docs) == len({t.params["spec.budget"] for t in trials}) >= 1
+    assert len(docs) == len({tuple(sorted(t.params.items())) for t in trials}) >= 2
     assert all(d["status"] == "ok" and d["acceptance"]["metrics"]["drafts"] > 0 for d in docs)
 
     client = MlflowClient(tracking_uri=tracking)

@@ -5,9 +5,9 @@ from ``usage``; acceptance is vLLM's own /metrics counters as a difference over
 the trial window, and they must add up (accepted = the sum over draft
 positions, accept length = 1 + accepted / drafts, no more drafted per step than
 the budget, acceptance non-increasing with the position); the greedy answers of
-a lossless n-gram trial equal the autoregressive baseline's, and synthetic
-acceptance -- which accepts the drafter's tokens unchecked -- is caught by the
-same gate.
+a lossless n-gram trial are compared with the autoregressive baseline's. (The
+gate's negative control -- synthetic acceptance, which vLLM's CPU sampler lacks --
+runs on llama.cpp: tests/engines/test_llamacpp_trials.py.)
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def _usage_exact(doc: dict) -> None:
         assert cell["prompt_sizing"] == "tokenize" and cell["prompt_tokens_mean"] == wl["contexts"][0]
 
 
+@pytest.mark.timeout(1800)
 def test_ngram_budget_grid_beside_its_baseline_on_the_edit_workload(vllm_cli, tmp_path: Path):
     """The issue's own commands, shrunk: a spec.budget grid with n-gram drafting and the
     spec=none baseline it is compared with (run first by baseline.auto_run)."""
     proc = vllm_cli("-m", "spec=ngram", "spec.budget=2,4", "baseline.auto_run=true",
-                    "objective.constraints.greedy_identical_min=0.6", f"hydra.sweep.dir={tmp_path}/grid",
+                    "objective.constraints.greedy_identical_min=1.0", f"hydra.sweep.dir={tmp_path}/grid",
                     timeout=1200)
     assert proc.returncode == 0, explain(proc)
     docs = results(tmp_path)
@@ -75,30 +76,13 @@ def test_ngram_budget_grid_beside_its_baseline_on_the_edit_workload(vllm_cli, tm
         # the baseline both the speedup and the greedy answers were compared with
         assert doc["baseline"]["result"] == doc["identity"]["baseline"]
         assert doc["baseline"]["result"].endswith("result.json") and doc["speedup_vs_baseline"] > 0
+        # lossless: in float32 (hardware.cpu.dtype) every greedy answer equals the baseline's
         ident = doc["identity"]
         assert ident["compared"] == 3 and {a["prompt_sha"] for a in ident["answers"]} == set(answers)
-        assert ident["greedy_identical"] == ident["identical"] / 3 >= 0.6, ident
-        assert doc["metrics"]["greedy_identical"] == ident["greedy_identical"]
-
-
-def test_greedy_identity_gate_refuses_synthetic_acceptance(vllm_cli, tmp_path: Path):
-    """vLLM's synthetic rejection sampling accepts drafted tokens without checking them:
-    fast and wrong. The greedy answers change, and the gate says infeasible."""
-    proc = vllm_cli("spec=none", f"hydra.run.dir={tmp_path}/base", timeout=900)
-    assert proc.returncode == 0, explain(proc)
-    proc = vllm_cli("spec=synth", "spec.budget=4", "spec.synth_len=5", f"hydra.run.dir={tmp_path}/synth",
-                    f"results.search_dirs=[{tmp_path}/base]", "objective.constraints.greedy_identical_min=1.0",
-                    timeout=900)
-    assert proc.returncode == 0, explain(proc)
-    (doc,) = results(tmp_path / "synth")
-    _ok(doc)
-    win = doc["acceptance"]["metrics"]
-    assert win["accept_rate"] == pytest.approx(1.0)  # every drafted token accepted, as configured
-    ident = doc["identity"]
-    assert ident["compared"] == 3 and ident["identical"] < 3 and ident["prefix_match"] < 1.0, ident
+        assert [a["text"] for a in ident["answers"]] == [answers[a["prompt_sha"]] for a in ident["answers"]]
+        assert ident["greedy_identical"] == doc["metrics"]["greedy_identical"] == 1.0
+    # ... so the gate passes: every trial of the grid is feasible
     from sweep.record.result import TrialResult
-    from sweep.score.objective import constraints, feasible, objective_of
+    from sweep.score.objective import feasible
 
-    result = TrialResult.from_dict(doc)
-    values, names = constraints(result.metrics, objective_of(result))
-    assert values[names.index("greedy_identical")] > 0 and not feasible(result)
+    assert all(feasible(TrialResult.from_dict(d)) for d in docs)

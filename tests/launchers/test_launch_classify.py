@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launchers.base import REASONS
-from launchers.classify import HINTS, classify, hint, said, tail
+from launchers.classify import HINTS, classify, hint, last_error, said, tail
 
 PREAMBLE = """\
 [2026-05-02 10:00:01] server_args=ServerArgs(model_path='/models/kimi-k2.6', tp_size=8, speculative_algorithm='DDTREE')
@@ -143,3 +143,16 @@ def test_the_servers_own_words_are_kept() -> None:
     assert said(EXCERPTS["bad_flag"], "bad_flag") == ("launch_server.py: error: unrecognized arguments: "
                                                       "--enable-ep-moe")
     assert said("all is well", "bad_flag") is None
+
+
+def test_a_crash_quotes_its_last_error_line() -> None:
+    log = """\
+(Worker pid=7) ERROR 12-01 22:52:20 [multiproc_executor.py:1063] AssertionError: Synthetic acceptance not supported
+(Worker pid=7) ERROR 12-01 22:52:20 [core.py:1] RuntimeError: Worker failed with error 'Synthetic acceptance \
+not supported with CPU sampling', please check the stack trace above for the root cause
+(APIServer pid=6) ERROR 12-01 22:52:20 [serving.py:500] vllm.v1.engine.exceptions.EngineDeadError: EngineCore \
+encountered an issue. See stack trace (above) for the root cause.
+"""
+    assert last_error(log) == ("RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+                               "sampling', please check the stack trace above for the root cause")
+    assert last_error("INFO ready\nall good") is None
