@@ -24,7 +24,7 @@ from sweep.record.naming import trial_name
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
-from sweep.trial import bench_errors, hooks, prediction
+from sweep.trial import bench_errors, hooks, identity, prediction
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
 
@@ -77,7 +77,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
 
     readers = acceptance.Readers.of(cfg.server.acceptance)
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
-    _identity_pass(cfg, doc, path, base_url)  # before the window: in no throughput or acceptance figure
+    identity.run_pass(cfg, doc, path, base_url)  # before the window: in no throughput or acceptance figure
     mark = launcher.log_mark()
     before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
@@ -158,25 +158,6 @@ def _counter_probe(cfg: TrialConfig, readers: Any, base_url: str) -> Any:
     return CounterProbe(lambda: _metrics(cfg, readers, base_url) or {}, readers.metrics)
 
 
-def _identity_pass(cfg: TrialConfig, doc: TrialResult, path: Path, base_url: str) -> None:
-    """Greedy answers to the workload's fixed identity prompts (workload.identity), kept in the result."""
-    spec = cfg.workload.identity
-    if not int(spec.get("prompts") or 0):
-        return
-    from sweep.bench.identity import run_identity
-    from sweep.bench.matrix import server_options
-    from sweep.record.result import Identity
-
-    opts = server_options(cfg)
-    answers = run_identity(base_url, cfg.workload, cfg.model.served_name, api_key=cfg.server.api_key,
-                           endpoint=opts["endpoint"], tokenize=opts["tokenize"], vocab_size=opts["vocab_size"],
-                           request_extras=opts["request_extras"])
-    doc.identity = Identity(prompts=len(answers), context=spec.get("context") or cfg.workload.contexts[0],
-                            max_tokens=spec.get("max_tokens") or cfg.workload.max_tokens,
-                            answers=[a.to_dict() for a in answers])
-    doc.write(path)
-
-
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
     """Synthetic acceptance as the server resolved it at startup (its log says so once)."""
     if readers.log.synthetic is None or not handle.log_path:
@@ -209,11 +190,11 @@ def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path
     tok = doc.metrics.tok_s_lowc
     if cfg.spec.algorithm == "none":
         doc.speedup_vs_baseline = 1.0 if tok else None
-        _compare_identity(doc, None, None)
+        identity.compare_with(doc, None, None)
         return
     found = speedup.find(doc.config, cfg.simulated, search_roots(cfg, ctx), exclude=path)
     if found:
-        _compare_identity(doc, *found)
+        identity.compare_with(doc, *found)
     if found and tok:
         bpath, bdoc = found
         head = score.headline(bdoc)
@@ -221,25 +202,6 @@ def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path
                                 headline_concurrency=head.concurrency,
                                 tok_s_c1=head.tok_s if head.concurrency == 1 else None)
         doc.speedup_vs_baseline = speedup.speedup(tok, head.tok_s)
-
-
-def _compare_identity(doc: TrialResult, bpath: Path | None, bdoc: TrialResult | None) -> None:
-    """The trial's greedy answers against the baseline's (a baseline is its own reference: 1.0)."""
-    from sweep.score.identity import compare
-
-    mine = doc.identity
-    if mine is None or not mine.answers:
-        return
-    if bdoc is None:  # spec=none: the reference itself
-        mine.baseline, mine.compared, mine.identical = "self", len(mine.answers), len(mine.answers)
-        mine.greedy_identical, mine.prefix_match = 1.0, 1.0
-    else:
-        theirs = bdoc.identity.answers if bdoc.identity is not None else []
-        got = compare(mine.answers, theirs)
-        mine.baseline = str(bpath) if got["compared"] else None
-        mine.compared, mine.identical = got["compared"], got["identical"]
-        mine.greedy_identical, mine.prefix_match = got["greedy_identical"], got["prefix_match"]
-    doc.metrics.greedy_identical = mine.greedy_identical
 
 
 def _finish_metrics(cfg: TrialConfig, doc: TrialResult) -> None:
