@@ -77,6 +77,20 @@ def grid() -> list[dict[str, Any]]:
     return out
 
 
+def medium_grid() -> list[dict[str, Any]]:
+    """12 configs (~1 h at C=1,2,4,8 x 2 repeats): n-gram budget and window, suffix, self-drafting."""
+    out = [_config("none", "none")]
+    for budget in (1, 2, 4, 8):
+        out.append(_config(f"ngram-b{budget}-max4-min2", "ngram", budget=budget, lookup_max=4, lookup_min=2))
+    for lmax, lmin in ((2, 1), (6, 3)):
+        out.append(_config(f"ngram-b4-max{lmax}-min{lmin}", "ngram", budget=4, lookup_max=lmax, lookup_min=lmin))
+    for budget in (8, 16):
+        out.append(_config(f"suffix-b{budget}-f1", "suffix", budget=budget, spec_factor=1.0))
+    for budget in (2, 4):
+        out.append(_config(f"draft-self-b{budget}", "draft", budget=budget))
+    return out
+
+
 def quick_grid() -> list[dict[str, Any]]:
     return [_config("none", "none"),
             _config("ngram-b2-max4-min2", "ngram", budget=2, lookup_max=4, lookup_min=2),
@@ -271,6 +285,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4 configs, C=1,4, 1 repeat, 64 tokens: a check")
+    ap.add_argument("--grid", choices=("full", "medium"), default="full",
+                    help="full: ~31 configs (hours); medium: 11 configs + the baseline (~1 h at 2 repeats)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--contexts", type=int, nargs="+", default=[512])
@@ -292,7 +308,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     if missing(install, model):
         print("error: vLLM is not installed: run python -m sweep.engines vllm", file=sys.stderr)
         return 1
-    configs = quick_grid() if args.quick else grid()
+    configs = quick_grid() if args.quick else medium_grid() if args.grid == "medium" else grid()
     configs = [*configs, {**configs[0], "id": "none-end"}]  # the baseline again at the end: the box's drift
     work = (args.work or args.out.with_suffix(".work")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -300,7 +316,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             f"workload.contexts=[{','.join(map(str, args.contexts))}]", f"workload.max_tokens={args.max_tokens}",
             f"workload.min_requests={args.requests}"]
     command = "python benchmarks/vllm_landscape.py " + " ".join(
-        ["--quick"] if args.quick else [f"--repeats {args.repeats}",
+        ["--quick"] if args.quick else [f"--grid {args.grid}", f"--repeats {args.repeats}",
                                         f"--concurrency {' '.join(map(str, args.concurrency))}",
                                         f"--contexts {' '.join(map(str, args.contexts))}",
                                         f"--max-tokens {args.max_tokens}", f"--requests {args.requests}"])
