@@ -16,7 +16,14 @@ through the real CLI (refused cleanly = exit 2, one line naming the key, no
 traceback, nothing written or started). Every figure printed is measured in
 this run; the exit status is 0 only when every row passed.
 
-    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files]
+    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes]
+
+Section ``classes`` (issue 24) adds a row per class of miss the independent
+testers found: the up-front check checks what runs, one line for expressions,
+storage URLs, run dirs and the sweeper's settings, path keys, what the server
+reports, storage and filesystem faults (damaged study files, read-only dirs,
+a full disk at start, two sweeps on one dir), secrets of a search and a host
+pool, config files as input. The last line is the totals.
 
 As root (CI) everything runs; without root the tmpfs row is skipped (the
 RLIMIT_FSIZE row stands in for it).
@@ -377,10 +384,155 @@ def file_rows() -> list[Row]:
     return rows
 
 
+# ----------------------------------------------------------------------------- 8. issue 24, class by class
+
+
+CLASSES = {1: "the check checks what runs (-cd/-cp/-cn)", 2: "expressions, storage, run dirs, sweeper settings",
+           3: "path keys (special files, wrong files, traversal)", 5: "damaged study files on resume",
+           7: "config files as input (alias bomb)"}
+
+
+def class_rows() -> list[Row]:
+    """A row per class of issue 24: its input cases through the real CLI, its runtime faults for real."""
+    from faults import hardening_cases as hc
+    from faults.test_secrets import SEARCH_CANARIES
+
+    rows = []
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(lambda ic: hc.run_cli(ic[1], _work(f"class{ic[1].cls}-{ic[0]}")),
+                                 enumerate(hc.INPUT)))
+    for cls, what in CLASSES.items():
+        mine = [o for o in outcomes if o.case.cls == cls]
+        clean = [o for o in mine if o.clean]
+        worst = max((o.seconds for o in mine), default=0.0)
+        rows.append(Row(f"8 class {cls}", f"{what}: {len(mine)} cases", f"{len(clean)}/{len(mine)} refused", "-",
+                        "2", 0, 0, 0, len(clean) == len(mine),
+                        "; ".join(f"{o.case.label}: {o.problem}" for o in mine if not o.clean)[:160]
+                        or f"slowest {worst:.1f} s"))
+    # 4: what the server reports
+    runs = []
+    for mode, field in hc.STAND_IN_USAGE.items():
+        run = sweep(_work(mode), "workload.request_timeout_s=5", stand_in=mode)
+        doc = run.results[0] if run.results else {}
+        named = field in ((doc.get("failure") or {}).get("message") or "")
+        runs.append(_row("8 class 4", f"server reports {mode.replace('_', ' ')}", run, status="failed",
+                         reason="bench_errors", exit_code=1, check=lambda r, named=named, f=field:
+                         "" if named else f"the failure does not name {f!r}"))
+    rows.extend(runs)
+    # 5: faults of the filesystem and of a second sweep
+    rows.extend(_fs_rows())
+    # 6: secrets of a search and a host pool
+    work = _work("secrets-search")
+    from faults import test_secrets as ts
+
+    t0 = time.monotonic()
+    space = ["hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "~hydra/sweeper/space", "spec.budget=choice(4,8)",
+             "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
+    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}", f"+launcher.ssh_pass={SEARCH_CANARIES['ssh_pass']}",
+                   f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
+    for sub in ("search", "pool", "cfg"):
+        (work / sub).mkdir()
+    procs = [ts.run(work / "search", "-m", *ts.FAST, f"server.port={free_port()}", *space, *secret_args,
+                    f"hydra.sweep.dir={work / 'search' / 'sweep'}"),
+             ts.run(work / "pool", "-m", *ts.FAST, *space, *secret_args, f"hydra.sweep.dir={work / 'pool' / 'sweep'}",
+                    f"launcher.hosts=[{{server_port: {free_port()}}},{{server_port: {free_port()}}}]"),
+             ts.run(work / "cfg", "--cfg", "all", *secret_args)]
+    found = ts.search_hits(work, *(p.stdout + p.stderr for p in procs))
+    codes = ",".join(str(p.returncode) for p in procs)
+    rows.append(Row("8 class 6", "secrets: search (best.yaml, rerun line), host pool, --cfg all; +key, URL user info",
+                    "-", "-", codes, "-", len(found), 0, codes == "0,0,0" and not found,
+                    "; ".join(found)[:100] or f"{time.monotonic() - t0:.1f} s"))
+    # 7: a duplicated override
+    proc = subprocess.run([sys.executable, "-m", "sweep", "dry_run=true", "spec.budget=8", "spec.budget=16"],
+                          cwd=_work("dup"), env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    warned = [line for line in proc.stderr.splitlines() if line.startswith("warning: spec.budget is given 2 times")]
+    rows.append(Row("8 class 7", "a key given twice (spec.budget=8 spec.budget=16): warned once", "-", "-",
+                    str(proc.returncode), "-", "-", "-", proc.returncode == 0 and len(warned) == 1,
+                    warned[0][:100] if warned else proc.stderr[-100:]))
+    return rows
+
+
+def _fs_rows() -> list[Row]:
+    rows = []
+    base = ["workload=smoke", "mlflow.enabled=false"]
+
+    def one_line(case: str, args: list[str], key: str, what: str) -> Row:
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "sweep", *args, *base], cwd=_work("fs"), env=subprocess_env(),
+                              capture_output=True, text=True, timeout=300)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        ok = proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {key}") and what in lines[0]
+        return Row("8 class 5", case, "-", "-", str(proc.returncode), 0, 0, 0, ok,
+                   (lines[0][:100] if lines else "-") if ok else f"{lines}"[:160] or f"{time.monotonic() - t0:.1f} s")
+
+    ro, full = _work("ro") / "mnt", _work("full") / "mnt"
+    mounted = []
+    for where, options in ((ro, "size=1m,ro"), (full, "size=64k")):
+        where.mkdir(parents=True)
+        if os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+                                                capture_output=True).returncode == 0:
+            mounted.append(where)
+    try:
+        if len(mounted) == 2:
+            (full / "fill").write_bytes(b"\0" * 60 * 1024)
+            rows.append(one_line("read-only sweep dir", ["-m", f"hydra.sweep.dir={ro / 'sw'}", "spec.budget=4,8"],
+                                 "hydra.sweep.dir", "Read-only"))
+            rows.append(one_line("read-only run dir", [f"hydra.run.dir={ro / 'run'}"], "hydra.run.dir", "Read-only"))
+            rows.append(one_line("disk full at start", [f"hydra.run.dir={full / 'run'}"], "hydra.run.dir", "disk full"))
+        else:
+            rows.append(Row("8 class 5", "read-only dir / full disk at start", note="skipped: mounting needs root",
+                            passed=True))
+    finally:
+        for where in mounted:
+            subprocess.run(["umount", str(where)], capture_output=True)
+    # two grids on one sweep dir at once: the second is refused, the first keeps its jobs
+    work = _work("lock")
+    sweep_dir = work / "sweep"
+    common = ["-m", *fault_runs.FAST, "mlflow.enabled=false", f"hydra.sweep.dir={sweep_dir}", "server.sim.time_scale=3",
+              "spec.budget=4,8"]
+    first = subprocess.Popen([sys.executable, "-m", "sweep", *common, f"server.port={free_port()}"], cwd=work,
+                             env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (sweep_dir / "0" / "server.log").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = subprocess.run([sys.executable, "-m", "sweep", *common, f"server.port={free_port()}"], cwd=work,
+                            env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    first_rc = first.wait(timeout=300)
+    lines = [line for line in second.stderr.splitlines() if line.strip()]
+    statuses = []
+    for n in ("0", "1"):
+        try:
+            statuses.append(json.loads((sweep_dir / n / "result.json").read_text())["status"])
+        except (OSError, ValueError):
+            statuses.append("lost")
+    ok = (second.returncode == 2 and len(lines) == 1 and "is in use by another sweep" in lines[0]
+          and first_rc == 0 and statuses == ["ok", "ok"])
+    rows.append(Row("8 class 5", "a second grid on the same hydra.sweep.dir at once", ",".join(statuses), "-",
+                    f"{first_rc},{second.returncode}", 0, 0, statuses.count("lost"), ok,
+                    lines[0][:100] if lines else "-"))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[], Any]] = {
     "sandbox": sandbox_rows, "orphans": orphan_rows, "secrets": secret_rows, "protocol": protocol_rows,
-    "input": input_rows, "mlflow": mlflow_rows, "files": file_rows,
+    "input": input_rows, "mlflow": mlflow_rows, "files": file_rows, "classes": class_rows,
 }
+
+
+def totals(rows: list[Row]) -> str:
+    """One line: runtime faults survived, bad-input rows refused, secrets found, orphans, results lost."""
+    def count(xs: list[Row]) -> str:
+        return f"{sum(r.passed for r in xs)}/{len(xs)}"
+
+    inputs = [r for r in rows if r.section.startswith("5 ") or r.section in (f"8 class {c}" for c in CLASSES)]
+    faults = [r for r in rows if r not in inputs and not r.section.startswith(("1 ", "3 ", "8 class 6"))]
+    leaks = [r for r in rows if r.section.startswith(("1 ", "3 ", "8 class 6"))]
+    secrets = sum(r.secrets for r in rows if isinstance(r.secrets, int))
+    orphans = sum(r.orphans for r in rows if isinstance(r.orphans, int))
+    lost = sum(r.lost for r in rows if isinstance(r.lost, int))
+    return (f"totals: rows {count(rows)} passed; runtime faults survived {count(faults)}; bad-input rows refused "
+            f"cleanly {count(inputs)}; sandbox and secret rows held {count(leaks)}; secret canaries found {secrets}; "
+            f"processes left {orphans}; results lost {lost}")
 
 
 def main() -> int:
@@ -410,6 +562,7 @@ def main() -> int:
     print(f"\n{passed} of {len(rows)} rows passed in {time.monotonic() - t0:.0f} s")
     if tally:
         print(tally)
+    print(totals(rows))
     return 0 if passed == len(rows) else 1
 
 

@@ -16,27 +16,38 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep import secrets
+from sweep.launch import BACKENDS
+from sweep.errors import EXIT_FAILED, SweepError
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
 
-# Reasons a launch fails; launchers.classify mines the first eight from logs.
-REASONS = (
+# Reasons a launch fails on any backend; launchers.classify mines the first eight from logs.
+COMMON_REASONS = (
     "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
     "port_in_use", "timeout", "crashed", "unknown",
-    # SSH launcher
-    "ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight",
 )
+# ... and those each backend declares for itself (sweep.launch.BACKENDS: ssh_*, SLURM's job states).
+REASONS = COMMON_REASONS + tuple(dict.fromkeys(r for b in BACKENDS.values() for r in b.reasons))
 
 
-class LaunchFailure(Exception):
-    """The server could not be made ready; ``reason`` is one of REASONS."""
+class LaunchFailure(SweepError):
+    """The server could not be made ready; ``reason`` is one of REASONS.
+
+    A trial records it as a failed trial; one that reaches a command's boundary
+    (``python -m sweep.doctor``) is one line, exit 1.
+    """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, reason: str, message: str, log_tail: str = "") -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
         self.log_tail = log_tail
+
+    def one_line(self) -> str:
+        return " ".join(f"error: the server did not start ({self.reason}): {self.message}".split())
 
 
 @dataclass

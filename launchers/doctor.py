@@ -32,7 +32,7 @@ def _local_run(script: str) -> Result:
 def diagnose(settings: LauncherSettings, launch: Launch, server: Endpoint) -> tuple[str, list[Check]]:
     """(where the checks ran, the rows): ``fail`` rows would stop a start."""
     rows: list[Check] = []
-    ssh = settings.ssh if settings.name == "ssh" else None
+    ssh = settings.ssh  # None unless the backend is launcher=ssh
     try:
         check_launch(launch, systemd=ssh is not None and ssh.mode == "systemd")
         rows.append(Check("launch", "ok", f"{len(launch.argv)} argv words, {len(launch.env)} env "

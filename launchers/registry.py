@@ -47,15 +47,16 @@ def _identity(cfg: LauncherSettings) -> tuple[Any, ...]:
 
 
 def _create(cfg: LauncherSettings) -> ServerLauncher:
-    if cfg.name == "local":
-        from launchers.local import LocalLauncher
+    """The launcher class the backend table names for ``cfg.name``, imported only now
+    (Fabric for launcher=ssh); launcher=slurm's job starts its server with the local one."""
+    from sweep.launch import BACKENDS, load
 
-        return LocalLauncher(cfg)
-    if cfg.name == "ssh":
-        from launchers.ssh import SSHLauncher  # written separately; imported lazily (Fabric)
-
-        return SSHLauncher(cfg)
-    raise ValueError(f"launcher.name: unknown launcher {cfg.name!r} (allowed: local, ssh)")
+    entry = BACKENDS.get(cfg.name)
+    if entry is None:
+        raise ValueError(f"launcher.name: unknown launcher {cfg.name!r} "
+                         f"(allowed: {', '.join(BACKENDS)})")
+    launcher: ServerLauncher = load(entry.server)(cfg)
+    return launcher
 
 
 def get_launcher(cfg: LauncherSettings) -> ServerLauncher:

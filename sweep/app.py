@@ -9,6 +9,9 @@ Exit status of ``python -m sweep`` (scripts and CI rely on it):
   is for); a full disk (one line, see :mod:`sweep.atomic`);
 * 2: bad input (one line naming the key), before anything started;
 * 130: Ctrl-C (the trial is recorded ``interrupted``).
+
+The codes are :mod:`sweep.errors`' ``EXIT_*``; errors are raised here and
+reported once, by ``python -m sweep``'s boundary (``sweep/__main__.py``).
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from omegaconf import DictConfig
 import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*} before composition)
 from sweep import secrets
 from sweep.atomic import DiskFull
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep.errors import EXIT_FAILED, StopRun
 from sweep.launch import Launch
 
-EXIT_FAILED = 1
 # (multirun?, trial status) of every trial this process ran
 _outcomes: list[tuple[bool, str]] = []
 _sweep_dirs: list[Path] = []  # multiruns this process ran (their trials may run in pool workers)
@@ -88,16 +90,7 @@ def task(cfg: DictConfig) -> Any:
     from sweep.compose.render import render
 
     secrets.install_log_masking()
-    try:
-        trial_cfg = from_omegaconf(cfg)
-    except ConfigError as err:
-        from hydra.core.hydra_config import HydraConfig
-
-        mode = HydraConfig.get().mode
-        if mode is not None and mode.name == "RUN":
-            print(secrets.mask_text(err.one_line()), file=sys.stderr)
-            raise SystemExit(EXIT_CONFIG) from None
-        raise
+    trial_cfg = from_omegaconf(cfg)  # a ConfigError: one line at the boundary (checked up front anyway)
     launch = render(trial_cfg)
     if trial_cfg.dry_run:
         secrets.configure(trial_cfg.secret_names)
@@ -111,8 +104,7 @@ def task(cfg: DictConfig) -> Any:
     mode = HydraConfig.get().mode
     try:
         ret = run_trial(trial_cfg, launch, cfg)
-    except DiskFull as exc:  # one line, not Hydra's traceback; the servers were stopped
-        print(secrets.mask_text(exc.one_line()), file=sys.stderr)
-        raise SystemExit(EXIT_FAILED) from None
+    except DiskFull as exc:  # the servers were stopped; the whole run ends (not one job of a grid)
+        raise StopRun() from exc
     _outcomes.append((mode is not None and mode.name == "MULTIRUN", str(ret.get("status"))))
     return ret

@@ -21,15 +21,19 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
+from sweep.errors import EXIT_FAILED, SweepError
+
 # No space, quota exceeded, or past the file size limit (RLIMIT_FSIZE): no room either way.
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-class DiskFull(OSError):
-    """A write failed for lack of room on its filesystem."""
+class DiskFull(SweepError, OSError):
+    """A write failed for lack of room on its filesystem (exit 1: what was written before stays)."""
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, path: str | Path, cause: OSError) -> None:
-        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        OSError.__init__(self, cause.errno, cause.strerror or str(cause), str(path))
         self.path = Path(path)
 
     def describe(self) -> str:

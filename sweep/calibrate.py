@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
+from sweep import errors
+
 if TYPE_CHECKING:
     from sweep.sim.fit import Fit
     from sweep.sim.measured import Loaded
@@ -35,11 +37,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--box", action="append", default=None, help="write only this box's file (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
     return p
-
-
-def _fail(key: str, message: str) -> int:
-    print(f"error: {key}: {message}", file=sys.stderr)
-    return 2
 
 
 def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
@@ -76,27 +73,29 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
     return warnings
 
 
+@errors.command("sweep.calibrate")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     for path in args.results:
         if not path.exists():
-            return _fail("results", f"no such file or directory: {path}")
+            raise errors.ConfigError("results", f"no such file or directory: {path}")
     from sweep.sim import calfile, constants, fit, measured
 
     loaded = measured.load(args.results)
     for path, why in loaded.skipped:
         print(f"skipped {path}: {why}")
     if not loaded.points:
-        return _fail("results", "no real result files with measured figures "
-                                "(need status ok, simulated: false, cells or coding figures)")
+        raise errors.ConfigError("results", "no real result files with measured figures "
+                                 "(need status ok, simulated: false, cells or coding figures)")
     models = sorted({str(p.model.get("name") or "?") for p in loaded.points})
     if len(models) > 1:  # the acceptance constants describe one model + drafter
-        return _fail("results", f"points from several models ({', '.join(models)}): calibrate one model at a time")
+        raise errors.ConfigError("results", f"points from several models ({', '.join(models)}): "
+                                 "calibrate one model at a time")
     boxes = sorted({p.box for p in loaded.points})
     if args.box:
         unknown = sorted(set(args.box) - set(boxes))
         if unknown:
-            return _fail("--box", f"no points for {', '.join(unknown)}; allowed: {', '.join(boxes)}")
+            raise errors.ConfigError("--box", f"no points for {', '.join(unknown)}; allowed: {', '.join(boxes)}")
     print(f"calibrating from {len(loaded.files)} result files ({len(loaded.points)} points), "
           f"boxes: {', '.join(boxes)}")
     result = fit.fit(loaded.points)

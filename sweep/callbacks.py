@@ -9,8 +9,11 @@ plots.
 
 Hydra writes the job's config, its own settings and the overrides to
 ``<job dir>/.hydra/`` (and the sweep's to ``<sweep dir>/multirun.yaml``)
-before a job starts, secrets included; ``on_job_start`` runs right after
-and rewrites those files with every secret masked (:mod:`sweep.secrets`).
+before a job starts, secrets included; :class:`SecretsCallback` runs right
+after and rewrites those files with every secret masked (:mod:`sweep.secrets`)
+-- a callback of its own, so a host pool's workers (which drop the sweep
+callback) mask theirs too. A multirun holds its sweep dir
+(:mod:`sweep.dirlock`): a second one on the same dir is refused in one line.
 """
 
 from __future__ import annotations
@@ -123,12 +126,39 @@ def _drop_dry_run_dirs(job_dir: Path) -> None:
             break
 
 
+def mask_job_files(config: DictConfig) -> None:
+    """Rewrite the files Hydra saved for this job (and the sweep's multirun.yaml) with secrets masked."""
+    red = _secrets_of(config)
+    hc = config.hydra
+    files = []
+    if hc.output_subdir is not None:
+        files += [Path(hc.runtime.output_dir) / str(hc.output_subdir) / f for f in HYDRA_FILES]
+    if hc.mode is not None and str(hc.mode).endswith("MULTIRUN"):
+        files.append(Path(hc.sweep.dir) / "multirun.yaml")
+    for path in files:
+        if path.is_file():
+            mask_file(path, red)
+
+
+class SecretsCallback(Callback):
+    """Masks each job's ``.hydra/`` files as it starts -- in every process that runs jobs.
+
+    A callback of its own, apart from :class:`SweepCallback`: a host pool's
+    workers run without the sweep callback (their controller owns the sweep)
+    but write job dirs too, and theirs used to keep the secrets in clear.
+    """
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        mask_job_files(config)
+
+
 class SweepCallback(Callback):
     def __init__(self) -> None:
         self._open_parent: tuple[Any, Path] | None = None
         self._progress: Any = None  # "[trial i/N] ... ETA" for a grid (Hydra's basic sweeper)
         self._varying: set[str] = set()
         self._name: str | None = None
+        self._lock: Any = None  # the sweep dir's lock (sweep/dirlock.py), held until the multirun ends
 
     def _end_killed(self) -> None:
         """atexit: a multirun stopped by Ctrl-C never reaches on_multirun_end."""
@@ -144,17 +174,9 @@ class SweepCallback(Callback):
             pass
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        red = _secrets_of(config)
-        hc = config.hydra
-        files = []
-        if hc.output_subdir is not None:
-            files += [Path(hc.runtime.output_dir) / str(hc.output_subdir) / f for f in HYDRA_FILES]
-        if hc.mode is not None and str(hc.mode).endswith("MULTIRUN"):
-            files.append(Path(hc.sweep.dir) / "multirun.yaml")
-        for path in files:
-            if path.is_file():
-                mask_file(path, red)
         if self._progress is not None:
+            red = _secrets_of(config)
+            hc = config.hydra
             num = OmegaConf.select(config, "hydra.job.num")
             self._progress.start(int(num or 0) + 1, self._what(list(hc.overrides.task), red))
 
@@ -175,6 +197,12 @@ class SweepCallback(Callback):
         red = _secrets_of(config)
         if config.get("dry_run"):
             return
+        from sweep import dirlock, errors
+
+        try:  # one sweep per sweep dir at a time
+            self._lock = dirlock.acquire(Path(config.hydra.sweep.dir))
+        except errors.StorageError as err:  # Hydra turns a callback's exception into a warning
+            raise errors.StopRun() from err  # the boundary prints it: one line, exit 2
         self._name = _sweep_name(config, red)  # what it sweeps and when it started
         total = _grid_size(config)
         if total is not None:
@@ -226,6 +254,9 @@ class SweepCallback(Callback):
                     Tracker(settings).end_parent(sweep_dir)
                 except Exception as exc:  # noqa: BLE001
                     log.warning("MLflow parent run not closed: %s", exc)
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     def _report(self, sweep_dir: Path, config: DictConfig) -> None:
         """The sweep's table on the terminal and its HTML report in the sweep dir."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Sequence
 
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep import errors
 
 if TYPE_CHECKING:
     from launchers.doctor import Check
@@ -37,7 +37,7 @@ def _engine_rows(trial: "TrialConfig") -> list["Check"]:
     from sweep.engines import InstallError, missing, paths, status
 
     install = trial.server.install
-    if not install or trial.launcher.name == "ssh":
+    if not install or trial.launcher.backend.remote:
         return []
     model = trial.raw.get("model") or {}
     name, version = trial.server.name, install.get("version")
@@ -74,6 +74,7 @@ def print_table(where: str, rows: Sequence[Check]) -> None:
     Console(highlight=False).print(table)
 
 
+@errors.command("sweep.doctor")
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
@@ -86,11 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.compose.render import render
 
     secrets.install_log_masking()
-    try:
-        trial = from_omegaconf(compose(args))
-    except ConfigError as err:
-        print(secrets.mask_text(err.one_line()), file=sys.stderr)
-        return EXIT_CONFIG
+    trial = from_omegaconf(compose(args))  # a ConfigError: one line, exit 2
     launch = render(trial)
     where, rows = diagnose(trial.launcher, launch, trial.server)
     rows = _engine_rows(trial) + rows

@@ -5,8 +5,12 @@ layer below the trial and beside compose, so everything it needs from the
 typed config is declared here -- :class:`Launch` (what to start, rendered by
 :mod:`sweep.compose.render`), :class:`Endpoint` (where the server listens,
 satisfied by the typed ``server`` config), :class:`LauncherSettings` (the
-``launcher`` group, built and checked by :mod:`sweep.compose.settings`) and
-:class:`BoxNeeds` (what the box must offer, for the pre-flight checks).
+``launcher`` group, built and checked by :mod:`sweep.compose.settings`),
+:class:`BoxNeeds` (what the box must offer, for the pre-flight checks) and
+:data:`BACKENDS`, the one table from a ``launcher.name`` to the classes that
+serve it (``"module:Class"`` strings, imported only when used), read by the
+key table, the settings builder, the launcher registry and the sweeper -- so
+no launcher name is compared as a string anywhere else.
 
 Defaults are not restated here: every launcher value comes from
 ``conf/launcher/<name>.yaml``; fields that belong to one launcher only are
@@ -16,8 +20,10 @@ None for the other.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
@@ -145,11 +151,99 @@ class SSHSettings:
         return self.known_hosts or os.path.expanduser("~/.ssh/known_hosts")
 
 
+_SLURM_TIME = re.compile(r"^(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)$")
+
+
+def slurm_seconds(text: str) -> int | None:
+    """A SLURM time limit (``--time``: ``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``,
+    ``days-hours``, ``days-hours:minutes``, ``days-hours:minutes:seconds``) in seconds; None
+    when ``text`` is not one of those forms."""
+    m = _SLURM_TIME.match(str(text).strip())
+    if m is None:
+        return None
+    d, dh, dm, ds, a, b, c = (int(g) if g else None for g in m.groups())
+    if d is not None:
+        return ((d * 24 + (dh or 0)) * 60 + (dm or 0)) * 60 + (ds or 0)
+    if c is not None:  # hours:minutes:seconds
+        return ((a or 0) * 60 + (b or 0)) * 60 + c
+    return (a or 0) * 60 + (b or 0)  # minutes[:seconds]
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSettings:
+    """``launcher=slurm``: how each trial is submitted as one SLURM job (docs/cluster.md).
+
+    ``sbatch`` holds the job's options, in sbatch's own long-option names
+    (``partition``, ``gres``, ``time``, ``exclusive`` ...), each checked by the key
+    table; ``extra`` are further ``--option=value`` words. ``setup`` lines run in
+    the job's shell before the trial (``module load ...``, ``source .venv/bin/activate``).
+    """
+
+    sbatch: Mapping[str, Any]  # option name -> value (None: not given; True: a bare flag)
+    extra: tuple[str, ...]
+    setup: tuple[str, ...]
+    command: tuple[str, ...] | None  # how the job starts the app; None: as the controller was started
+    signal_s: int  # the job gets SIGUSR1 this long before its time limit (--signal=B:USR1@N)
+    poll_s: float  # how often the controller asks squeue
+    max_requeue: int  # a config whose job was lost (cancelled, node down) runs again this often
+    job_name: str
+    free_port: bool = True  # the job's server listens on a port free on its node
+
+    @property
+    def time_s(self) -> int | None:
+        t = self.sbatch.get("time")
+        return None if t is None else slurm_seconds(str(t))
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """What one ``launcher.name`` means (an entry of :data:`BACKENDS`).
+
+    ``server``: the :class:`launchers.base.ServerLauncher` that starts the server
+    where the trial runs; ``settings``: the :class:`LauncherSettings` field with
+    this backend's own settings; ``remote``: the server runs on another machine
+    (named by ``launcher.host``); ``trials``: the class that runs a search's
+    trials as jobs somewhere else (``None``: in the sweeper's own process, or its
+    host pool's workers); ``pool``: ``launcher.hosts`` is allowed; ``reasons``:
+    the failure reasons this backend adds to the launchers' common ones.
+    """
+
+    server: str
+    settings: str | None = None
+    remote: bool = False
+    trials: str | None = None
+    pool: bool = True
+    reasons: tuple[str, ...] = ()
+
+
+BACKENDS: dict[str, Backend] = {
+    "local": Backend("launchers.local:LocalLauncher"),
+    "ssh": Backend("launchers.ssh:SSHLauncher", settings="ssh", remote=True,
+                   reasons=("ssh_unreachable", "ssh_auth", "ssh_host_key", "ssh_dropped", "preflight")),
+    # Inside its job a trial starts its server on the job's node, as launcher=local does.
+    "slurm": Backend("launchers.local:LocalLauncher", settings="slurm", pool=False,
+                     trials="launchers.slurm:SlurmJobs",
+                     reasons=("preempted", "job_lost", "time_limit", "submit_failed", "job_failed")),
+}
+
+
+def backend(name: str) -> Backend:
+    """The table's entry for ``launcher.name`` (KeyError for an unknown name: the key
+    table refuses those before anything asks)."""
+    return BACKENDS[name]
+
+
+def load(target: str) -> Any:
+    """The class a ``"module:Class"`` entry names (imported now, not before)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 @dataclass(frozen=True, slots=True)
 class LauncherSettings:
     """The ``launcher`` group: how long to wait, how to stop, whether to keep the server."""
 
-    name: str  # local | ssh
+    name: str  # a key of BACKENDS
     ready_timeout_s: float
     poll_interval_s: float
     poll_max_s: float
@@ -158,6 +252,11 @@ class LauncherSettings:
     log_tail_lines: int
     state_dir: str | None = None  # launcher=local: where kept servers are recorded
     ssh: SSHSettings | None = None  # launcher=ssh
+    slurm: SlurmSettings | None = None  # launcher=slurm
     # If the controller dies: SIGTERM, SIGINT at half, SIGKILL at this (launchers._reaper;
     # ssh process mode: the watchdog on the box, launchers._ssh_watchdog)
     reap_grace_s: float = 3.0
+
+    @property
+    def backend(self) -> Backend:
+        return BACKENDS[self.name]

@@ -5,15 +5,20 @@ artifact, printed command and Hydra file goes through this module before it
 leaves the process. Two rules, applied together:
 
 * **by name** -- a value under a secret name is masked: a config key or an
-  environment variable (:data:`NAME_PATTERNS`: ``*_KEY``, ``*_TOKEN``,
-  ``*SECRET*``, ``*PASSWORD*``, ``*PASSPHRASE*``, ``api_key`` ...; the
+  environment variable whose name has one of the words :data:`SECRET_WORDS`
+  (pass, password, passphrase, secret, credential, auth ...: ``ssh_pass``,
+  ``basic_auth``, ``DB_PASSWORD``) or ends in :data:`SECRET_LAST_WORDS` (key,
+  token: ``api_key``, ``HF_TOKEN``; ``key_filename`` is a path), or matches
+  :data:`NAME_PATTERNS` (glued forms: ``APIKEY``, ``clientSecret``; the
   config's ``secret_names`` adds more), a command-line flag named like one
   (``--api-key X``, ``--api-key=X``) or listed in ``server.secret_flags``, a
-  Hydra override (``server.api_key=sk-...``, ``+server.extra_env.HF_TOKEN=...``);
-* **by value** -- every value found by name (in the environment, the composed
-  config, the launch) is masked wherever it appears in free text, so a token
-  that came in through ``${oc.env:HF_TOKEN}`` is masked in the server log and
-  in the rendered command as well as under its key.
+  Hydra override (``server.api_key=sk-...``, ``+launcher.ssh_pass=...``);
+* **by URL user info** -- the password of ``scheme://user:password@host`` in any
+  value (a tracking URI, a storage URL, a path key holding a URL) is masked;
+* **by value** -- every value found by name or in a URL (in the environment,
+  the composed config, the launch) is masked wherever it appears in free text,
+  so a token that came in through ``${oc.env:HF_TOKEN}`` is masked in the server
+  log and in the rendered command as well as under its key.
 
 Only strings are secrets (``experts_per_token: 8`` is a number, not a token).
 A value shorter than :data:`MIN_VALUE_LEN` or a common word (``true``,
@@ -32,10 +37,15 @@ import threading
 from typing import Any, Iterable, Mapping, Sequence
 
 MASK = "***"
-# Names (config keys, environment variables, flags) whose values are secrets;
-# matched case-insensitively against the last dotted part, dashes as underscores.
-NAME_PATTERNS = ("*_KEY", "*_TOKEN", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*",
-                 "*CREDENTIAL*", "APIKEY", "TOKEN")
+# Names (config keys, environment variables, flags) whose values are secrets; judged on the
+# last dotted part, camelCase and dashes split into words at "_", case-insensitively.
+SECRET_WORDS = frozenset({"PASS", "PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "SECRETS",
+                          "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "AUTHORIZATION", "APIKEY"})
+SECRET_LAST_WORDS = frozenset({"KEY", "TOKEN"})   # api_key, HF_TOKEN (but key_filename, token_ids)
+NAME_PATTERNS = ("*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*CREDENTIAL*", "*APIKEY*",
+                 "*TOKEN", "*_KEY")        # glued forms: CLIENTSECRET, DBPASSWORD, ACCESSTOKEN
+# Names that hold no secret although a word says so (an agent's socket path, not a key).
+NOT_SECRET_NAMES = frozenset({"SSH_AUTH_SOCK", "AUTH_SOCK", "GPG_AGENT_INFO"})
 MIN_VALUE_LEN = 6  # a shorter value (a PIN, "test") would garble paths and logs if masked by value
 NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes", "no", MASK})
 
@@ -61,17 +71,25 @@ def configure(names: Iterable[str] = ()) -> None:
         _extra_patterns.update(str(n).upper() for n in names if str(n).strip())
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def _normalize(name: str) -> str:
     name = str(name).strip().lstrip("+~-").rpartition(".")[2]
-    return name.replace("-", "_").upper()
+    return _CAMEL.sub("_", name).replace("-", "_").upper()
 
 
 def is_secret_name(name: str) -> bool:
     """Whether values under ``name`` are secrets (a key, an env var, a flag or a dotted path)."""
     norm = _normalize(name)
-    if not norm:
+    if not norm or norm in NOT_SECRET_NAMES:
         return False
-    return any(fnmatch.fnmatchcase(norm, p) for p in (*NAME_PATTERNS, *_extra_patterns))
+    words = [w for w in norm.split("_") if w]
+    if words and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_WORDS for w in words)):
+        return True
+    glued = norm.replace("_", "")
+    return any(fnmatch.fnmatchcase(norm, p) or fnmatch.fnmatchcase(glued, p)
+               for p in (*NAME_PATTERNS, *_extra_patterns))
 
 
 def is_secret_flag(flag: str, flags: Iterable[str] = ()) -> bool:
@@ -135,8 +153,21 @@ def collect_secrets(*trees: Any, environ: Mapping[str, str] | None = None) -> se
     return found | from_environ(environ)
 
 
-def _assigned_secrets(text: str) -> set[str]:
+def url_secrets(text: str) -> set[str]:
+    """Passwords of ``scheme://user:password@host`` in ``text`` (and their percent-decoded form)."""
+    from urllib.parse import unquote
+
     out = set()
+    if "://" in text:
+        for m in _URL_PASSWORD.finditer(text):
+            for value in {m.group("password"), unquote(m.group("password"))}:
+                if len(value) >= 3 and value.lower() not in NOT_SECRETS and not _reference(value):
+                    out.add(value)
+    return out
+
+
+def _assigned_secrets(text: str) -> set[str]:
+    out = url_secrets(text)
     for m in _ASSIGNMENT.finditer(text):
         if is_secret_name(m.group("name")) and (s := secret_value(m.group("value"))) and not _number(s):
             out.add(s)

@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from sweep import errors
 
+
+@errors.command("sweep.sync")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.sync", description=(
         "Upload result.json files that are not in MLflow yet (mlflow.synced false). "
@@ -36,8 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     secrets.install_log_masking()
     console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per file, never wrapped
     if not args.dir.is_dir():
-        console.print(f"[red]error[/red]: {args.dir}: not a directory")
-        return 2
+        raise errors.ConfigError("dir", f"{args.dir}: not a directory")
     with console.status("syncing results to MLflow ...") as status:
         report = sync_dir(args.dir, tracking_uri=args.tracking_uri, experiment=args.experiment,
                           include_running=args.include_running, recorded_uri=args.recorded_uri,

@@ -35,7 +35,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stages", ("launchers", "sweep.bench", "sweep.sim")),  # start servers, load them, simulate one
     ("result", ("sweep.record.result", "sweep.record._model")),  # the typed result file
     ("compose", ("sweep.compose",)),  # typed config, checks, render
-    ("leaves", ("sweep", "sweep.errors", "sweep.secrets", "sweep.atomic", "sweep.launch", "sweep.stats")),
+    ("leaves", ("sweep", "sweep.errors", "sweep.secrets", "sweep.atomic", "sweep.launch", "sweep.stats",
+                "sweep.dirlock")),
 )
 
 

@@ -14,7 +14,11 @@ Three roles, one code path:
   creates the study, queues the seeds, starts one worker process per host
   and reports at the end; it runs no job itself;
 * pool worker (``hydra.sweeper.pool.worker=<host label>``, set by the
-  controller): a plain loop on the shared study that never reports.
+  controller): a plain loop on the shared study that never reports;
+* cluster controller (the launcher's backend runs trials as jobs, launcher=slurm,
+  see ``_jobs``): the plain loop with ``hydra.sweeper.n_jobs`` trials out at
+  once, each one job; the job itself (``hydra.sweeper.pool.job=...``, set by the
+  controller) runs that one trial's Hydra job and touches no storage.
 
 Every role serializes trial creation through the study lock, so plain
 controllers on several machines can share one study too.
@@ -37,8 +41,12 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from sweep import errors
+from sweep.errors import ConfigError
+
 from . import _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
-from ._loop import Interrupted, SearchLoop
+from ._dispatch import Interrupted
+from ._loop import SearchLoop
 from .config import DETERMINISTIC_FAILURES
 
 log = logging.getLogger(__name__)
@@ -90,28 +98,27 @@ class Settings:
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
+        from sweep.compose import bounds
+
         g = {k: _plain(v) for k, v in kw.items()}
-        direction = g.get("direction") or "maximize"
-        directions = [str(d).lower() for d in (direction if isinstance(direction, list)
-                                                 else [direction])]
-        for d in directions:
-            if d not in ("maximize", "minimize"):
-                raise ValueError(f"hydra.sweeper.direction: {d!r}; allowed: maximize, minimize "
-                                 "(a list for several objectives)")
+        # the key table's rules (sweep/compose/keys.py, hydra.sweeper.*): the same ones
+        # `python -m sweep` checked up front, here for any app that uses this sweeper
+        directions = list(bounds.check("hydra.sweeper.direction", g.get("direction") or "maximize"))
+        bounds.check("hydra.sweeper.n_trials", g.get("n_trials", 20))
         metrics = g.get("metrics")
         if metrics is not None and len(metrics) != len(directions):
             if len(directions) == 1:
                 directions = directions * len(metrics)
             else:
-                raise ValueError(f"hydra.sweeper.metrics has {len(metrics)} entries but "
+                raise ConfigError("hydra.sweeper.metrics", f"has {len(metrics)} entries but "
                                  f"direction has {len(directions)}: give one direction per metric")
         if metrics is None and len(directions) > 1:
-            raise ValueError("hydra.sweeper.metrics: a multi-objective study needs one metric "
+            raise ConfigError("hydra.sweeper.metrics", "a multi-objective study needs one metric "
                              "per direction (keys of the job's return['values'])")
         n_jobs = int(g.get("n_jobs") or 1)
-        if n_jobs != 1:
-            raise ValueError("hydra.sweeper.n_jobs: only 1 is supported (one server per box; "
-                             "trials restart it)")
+        if n_jobs < 1:
+            raise ConfigError("hydra.sweeper.n_jobs", f"{n_jobs}; allowed: 1, or more with a "
+                              "launcher whose trials run as jobs (launcher=slurm)")
         return cls(
             sampler=dict(g.get("sampler") or {"name": "tpe"}), directions=directions,
             metrics=[str(m) for m in metrics] if metrics else None,
@@ -136,7 +143,7 @@ class Settings:
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     if str(value) not in allowed:
-        raise ValueError(f"hydra.sweeper.{key}: {value!r}; allowed: {', '.join(allowed)}")
+        raise ConfigError(f"hydra.sweeper.{key}", f"{value!r}; allowed: {', '.join(allowed)}")
     return str(value)
 
 
@@ -144,18 +151,18 @@ def _prescreen_settings(node: Any, metrics: Any) -> dict[str, Any] | None:
     node = dict(node or {})
     top_k = node.get("top_k") or 0
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"hydra.sweeper.prescreen.top_k: {top_k!r}; allowed: an integer >= 0 "
+        raise ConfigError("hydra.sweeper.prescreen.top_k", f"{top_k!r}; allowed: an integer >= 0 "
                          "(0 = no pre-screen)")
     if not top_k:
         return None
     if metrics:
-        raise ValueError("hydra.sweeper.prescreen: the twin ranks by the app's objective "
+        raise ConfigError("hydra.sweeper.prescreen", "the twin ranks by the app's objective "
                          "(objective.metric); it cannot rank hydra.sweeper.metrics")
     cal = node.get("calibration")
     if cal not in (None, "", "none"):
         path = Path(str(cal)).expanduser().absolute()
         if not path.is_file():
-            raise ValueError(f"hydra.sweeper.prescreen.calibration: {cal!r} is not a file "
+            raise ConfigError("hydra.sweeper.prescreen.calibration", f"{cal!r} is not a file "
                              "(null: the box's own calibration; none: the priors)")
         cal = str(path)
     return {"top_k": int(top_k), "calibration": cal or None}
@@ -189,20 +196,30 @@ def open_study(settings: Settings, space: _space.SearchSpace, sweep_dir: Path,
     other workers); ``salt``: a worker's label, mixed into its sampler seed;
     ``rules``: the sampler proposes only their valid points.
     """
-    storage, shown = _storage.open_storage(settings.storage, sweep_dir)
     wanted = [optuna.study.StudyDirection[d.upper()] for d in settings.directions]
+    pruner = _prune.build(settings.pruner, len(wanted)) or optuna.pruners.NopPruner()
     with lock if lock is not None else contextlib.nullcontext():
-        study = optuna.create_study(study_name=study_name, storage=storage,
-                                    directions=wanted, load_if_exists=True,
-                                    sampler=optuna.samplers.RandomSampler(seed=settings.seed),
-                                    # None would be Optuna's default, a MedianPruner
-                                    pruner=_prune.build(settings.pruner, len(wanted))
-                                    or optuna.pruners.NopPruner())
+        # Under the lock: a storage object creates Optuna's tables on a fresh database, and
+        # two controllers starting at once would both try (DuplicateTable).
+        storage, shown = _storage.open_storage(settings.storage, sweep_dir,
+                                               heartbeat_interval=settings.heartbeat_interval,
+                                               grace_period=settings.stale_after)
+        try:
+            study = optuna.create_study(study_name=study_name, storage=storage,
+                                        directions=wanted, load_if_exists=True,
+                                        sampler=optuna.samplers.RandomSampler(seed=settings.seed),
+                                        # None would be Optuna's default, a MedianPruner
+                                        pruner=pruner)
+        except errors.SweepError:
+            raise
+        except Exception as exc:  # a store Optuna cannot open: one line naming it, before any trial
+            raise errors.StorageError(shown, f"cannot open the study {study_name!r} "
+                                      f"({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]})") from exc
         if study.directions != wanted:
-            raise ValueError(f"study {study_name!r} in {shown} has directions "
-                             f"{[d.name.lower() for d in study.directions]}, not "
-                             f"{settings.directions}: choose another hydra.sweeper.study_name "
-                             "or storage")
+            raise errors.StorageError(shown, f"study {study_name!r} has directions "
+                                      f"{[d.name.lower() for d in study.directions]}, not "
+                                      f"{settings.directions}: choose another hydra.sweeper.study_name "
+                                      "or storage")
         # A worker joins a study whose other workers are busy: their trials are no news.
         _storage.fail_stale_trials(study, settings.stale_after, quiet=salt is not None)
         existing = len(study.get_trials(deepcopy=False))
@@ -293,16 +310,18 @@ class OptunaSweeperImpl:
             self.hydra_context.config_loader.load_sweep_config(
                 master_config=self.config, sweep_overrides=lines)
         except (HydraException, OmegaConfBaseException) as exc:
-            raise ValueError(f"hydra.sweeper.params: a job with {' '.join(lines)} does not "
+            raise ConfigError("hydra.sweeper.params", f"a job with {' '.join(lines)} does not "
                              f"compose: {str(exc).splitlines()[0]}") from None
 
     # -- the sweep --------------------------------------------------------------------------
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None
         s = self.settings
+        if s.pool.get("job"):  # one trial's job of a cluster controller (launcher=slurm)
+            return self._one_job(s.pool["job"])
         space = _space.parse(s.params, arguments)
         if not space.distributions:
-            raise ValueError("nothing to search: set hydra.sweeper.params or give sweep overrides "
+            raise ConfigError("hydra.sweeper.params", "nothing to search: set it or give sweep overrides "
                              "such as spec.budget=choice(4,8,16)")
         _refuse_bad_values(space)  # before the study starts
         self._check_composes(space)
@@ -314,11 +333,12 @@ class OptunaSweeperImpl:
             return self._work(space, sweep_dir, name, str(worker))
         from . import _pool
 
+        runner = self._jobs_runner(sweep_dir, name)  # before the study: bad input submits nothing
         hosts = _pool.hosts_of(self.config, s.pool)
         if hosts and s.storage is None:
             s.storage = _pool.default_storage(sweep_dir)
         if hosts and s.storage in ("memory", ":memory:"):
-            raise ValueError("hydra.sweeper.storage=memory: a host pool needs a storage every "
+            raise ConfigError("hydra.sweeper.storage", "memory: a host pool needs a storage every "
                              "worker process shares (null: a journal file in the sweep dir)")
         lock = _storage.study_lock(s.storage, sweep_dir, name)
         rules = self._declared_rules(space)
@@ -345,7 +365,7 @@ class OptunaSweeperImpl:
                                       study_name=name, loop=loop, lock=lock)
                 pool_run.run()
             else:
-                loop.run()
+                loop.run(runner)
         except Interrupted as exc:
             interrupted = exc
         best = _report.report(
@@ -359,13 +379,39 @@ class OptunaSweeperImpl:
         if s.storage is None or (hosts and s.storage == _pool.default_storage(sweep_dir)):
             resume += f" hydra.sweep.dir={sweep_dir}"
         if interrupted is not None:
-            print(f"interrupted: resume with {resume} (n_trials counts the whole study)")
-            raise SystemExit(130)
+            raise errors.Interrupted(f"resume with {resume} (n_trials counts the whole study)")
         if pool_run is not None and pool_run.failed_all():
-            print("no worker of the pool could run: see the worker logs above")
-            raise SystemExit(1)
+            raise errors.Failed("no worker of the pool could run: see the worker logs above")
         print(f"to extend: {resume} hydra.sweeper.n_trials=<more than {s.n_trials}>")
         return best
+
+    # -- trials as jobs elsewhere (launcher=slurm) --------------------------------------------
+    def _one_job(self, job: Any) -> None:
+        """Inside a cluster job: run the one Hydra job the controller asked for (its trial
+        number and override lines), exactly as the controller's own process would."""
+        import json
+
+        job = json.loads(str(job))
+        number, overrides = int(job["trial"]), [str(o) for o in job["overrides"]]
+        if job.get("port_key"):  # a port free on this node: jobs may share it (launcher.free_port)
+            import socket
+
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                overrides.append(f"{job['port_key']}={sock.getsockname()[1]}")
+        try:
+            outcome = self._execute(number, overrides)
+        except KeyboardInterrupt:
+            raise errors.Interrupted(f"trial {number} (its result.json says so)") from None
+        print(f"trial {number}: {outcome.state.name} {outcome.failure_reason or ''}".rstrip())
+
+    def _jobs_runner(self, sweep_dir: Path, name: str) -> Any:
+        """The runner of a launcher whose trials run as jobs elsewhere (``_jobs``), or None."""
+        from ._jobs import jobs_runner
+
+        assert self.config is not None
+        return jobs_runner(self.config, self.settings, sweep_dir, name,
+                           probe_overrides=self._extra(0, name))
 
     def _declared_rules(self, space: _space.SearchSpace) -> _rules.Rules:
         """The declared rules over this space, each point composed the way its job is."""
@@ -407,8 +453,7 @@ class OptunaSweeperImpl:
         try:
             loop.run()
         except Interrupted:
-            print(f"worker {label}: interrupted after {loop.executed} job(s)")
-            raise SystemExit(130) from None
+            raise errors.Interrupted(f"worker {label}, after {loop.executed} job(s)") from None
         finally:
             lock.close()
         print(f"worker {label}: done, {loop.executed} job(s) run")
@@ -420,12 +465,9 @@ class OptunaSweeperImpl:
 
 def _refuse_bad_values(space: _space.SearchSpace) -> None:
     """Each value the space can give (every choice, both ends of a range), checked by its key's
-    rule in ``sweep/compose/bounds.py``: one line and exit status 2 before the study starts,
-    never a failed trial. (``python -m sweep`` checks the same before Hydra runs.)"""
-    import sys
-
+    rule in ``sweep/compose/bounds.py``: a ConfigError (one line and exit status 2 at the boundary)
+    before the study starts, never a failed trial. (``python -m sweep`` checks the same before Hydra runs.)"""
     from sweep.compose.search_space import check_values
-    from sweep.errors import EXIT_CONFIG, ConfigError
 
     values: dict[str, list[Any]] = {}
     for name, dist in space.distributions.items():
@@ -433,8 +475,4 @@ def _refuse_bad_values(space: _space.SearchSpace) -> None:
         if found is None or len(found) > 10_000:  # continuous or long: its ends
             found = [getattr(dist, "low", None), getattr(dist, "high", None)]
         values[name] = [_space.decode(name, v) for v in found if v is not None]
-    try:
-        check_values(values)
-    except ConfigError as err:
-        print(err.one_line(), file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
+    check_values(values)

@@ -47,9 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Sequence
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Sequence
 
 import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
@@ -59,9 +58,10 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from sweep.report.progress import SweepProgress
 
 from . import _storage
-from ._result import INTERRUPTED, Outcome, failed
+from ._dispatch import Dispatcher, InProcess, Runner, _fmt, _Idle, _Job
+from ._result import INTERRUPTED, Outcome
 from ._sampler import REJECTED, FailureAwareSampler
-from ._space import SearchSpace, format_value
+from ._space import SearchSpace
 
 if TYPE_CHECKING:
     from ._rules import Rules
@@ -70,14 +70,6 @@ log = logging.getLogger(__name__)
 
 Execute = Callable[[int, list[str]], Outcome]
 MAX_REJECTED_IN_A_ROW = 200  # proposals outside the valid space before the loop gives up
-
-
-class Interrupted(Exception):
-    """The user stopped the study (Ctrl-C, or a job reported status "interrupted")."""
-
-    def __init__(self, trial_number: int | None) -> None:
-        super().__init__(f"interrupted at trial {trial_number}")
-        self.trial_number = trial_number
 
 
 def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -99,28 +91,6 @@ def _suggest(trial: Trial, space: SearchSpace) -> dict[str, Any]:
         else:  # pragma: no cover - parse() only builds the three above
             raise TypeError(f"unsupported distribution {d!r}")
     return {name: trial.params[name] for name in space.distributions}
-
-
-@dataclass
-class _Job:
-    """One asked trial, ready to run (or already answered as a repeat)."""
-
-    trial: Trial
-    params: dict[str, Any]
-    prefix: str
-    index: int = 0  # 1-based place in the study's n_trials (progress)
-    answered: FrozenTrial | None = None
-    twin: FrozenTrial | None = None  # a RUNNING trial of another worker with the same config
-    rejected: str | None = None      # why the point is outside the valid space (never run)
-    workaround: tuple[str, ...] = ()  # a quirk's override lines the job runs with
-
-
-@dataclass
-class _Idle:
-    """Nothing to ask now: ``wait`` for running trials of other workers, or stop."""
-
-    wait: bool
-    message: str
 
 
 class SearchLoop:
@@ -154,12 +124,11 @@ class SearchLoop:
         self.poll_interval = min(max(heartbeat_interval / 2, 0.2), 1.0)
         self.executed = 0  # jobs this loop actually ran (server starts)
         self.progress = SweepProgress(n_trials)  # "[trial i/N] ... ETA" before each job it runs
-        self._current: Trial | None = None
         self._last_wait: str | None = None
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _reason(self, t: FrozenTrial) -> str | None:
-        return t.user_attrs.get("failure_reason")
+        return _storage.failure_reason(t)
 
     def _counts(self, t: FrozenTrial) -> bool:
         if t.state == TrialState.WAITING:
@@ -237,7 +206,10 @@ class SearchLoop:
             return
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
             if self._reason(t) in INTERRUPTED and t.params and not self._exists(t.params, t.number):
-                self.study.enqueue_trial(dict(t.params), user_attrs={"requeued_from": t.number})
+                attrs: dict[str, Any] = {"requeued_from": t.number}
+                if self._reason(t) == "preempted":  # how often this config's job was lost (_jobs)
+                    attrs["lost"] = int(t.user_attrs.get("lost") or 0) + 1
+                self.study.enqueue_trial(dict(t.params), user_attrs=attrs)
                 log.info("queued again: the config of interrupted trial %d %s", t.number,
                          _fmt(t.params))
 
@@ -258,47 +230,75 @@ class SearchLoop:
                 log.info("enqueued %s", _fmt(params))
 
     # -- the loop ---------------------------------------------------------------------------
-    def run(self) -> None:
-        while True:
-            out = self.next()
-            if isinstance(out, FrozenTrial):
-                continue
-            if not out.wait:
-                log.info("%s", out.message)
-                return
-            if out.message != self._last_wait:
-                log.info("%s", out.message)
-                self._last_wait = out.message
-            time.sleep(self.poll_interval)
+    def run(self, runner: Runner | None = None) -> None:
+        """Ask, run and tell until the study is complete.
+
+        ``runner``: where the jobs run (``_dispatch``): by default this process, one
+        job at a time (``execute``); launcher=slurm passes its jobs, several in flight.
+        Both go through the one dispatcher, so asking and telling is one code path.
+        """
+        Dispatcher(self, runner or InProcess(self.execute, self.around_job)).run()
 
     def next(self) -> "FrozenTrial | _Idle":
-        """One step of :meth:`run`: the next trial, asked and finished (run, answered or
-        rejected), or why there is none now (``wait``: other workers' trials are running)."""
-        with self._guard():
-            with self.lock:
-                decision = self._decide()
-                job = self._ask(decision) if isinstance(decision, int) else None
-            if job is not None:
-                self._last_wait = None
-                return self._perform(job)
-        assert isinstance(decision, _Idle)
-        return decision
+        """One step of :meth:`run` in this process: the next trial, asked and finished (run,
+        answered or rejected), or why there is none now (``wait``: other workers' trials are
+        running)."""
+        return Dispatcher(self, InProcess(self.execute, self.around_job)).step()
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        """Whatever stops the loop, the trial this process owns is not left RUNNING."""
-        self._current = None
-        try:
-            yield
-        except (KeyboardInterrupt, Interrupted):
-            trial = self._current
-            self._abandon(trial, "interrupted", "stopped by the user")
-            with self.lock:
+    def ask_next(self) -> "FrozenTrial | _Idle | _Job":
+        """Under the study lock: a trial to run (``_Job``), one already finished (a repeat
+        answered, a proposal outside the valid space), or why there is none now."""
+        with self.lock:
+            decision = self._decide()
+            job = self._ask(decision) if isinstance(decision, int) else None
+        if job is None:
+            assert isinstance(decision, _Idle)
+            return decision
+        self._last_wait = None
+        if job.answered is not None:
+            if self._reason(job.answered) == REJECTED:
+                self._count_rejection(job.answered.user_attrs.get("failure_message") or "")
+            else:
+                self._rejected_in_a_row = 0
+            return job.answered
+        if job.rejected is not None:
+            return self._reject(job.trial, job.rejected, job.prefix)
+        self._rejected_in_a_row = 0
+        return job
+
+    def after_twin(self, job: _Job) -> FrozenTrial | None:
+        """``job``'s twin (the same config, running elsewhere) has finished: its result
+        answers ``job`` (returned), or ``job`` runs after all (None)."""
+        known = self._known().get(params_key(job.params))
+        if known is not None and known.number != job.trial.number:
+            return self._answer_repeat(job.trial, known, job.prefix)
+        return None
+
+    def overrides(self, job: _Job) -> list[str]:
+        """The job's override lines: the space's, a quirk's workaround, the app's extras."""
+        return self.space.overrides(job.params) + list(job.workaround) \
+            + self.extra_overrides(job.trial.number, job.params)
+
+    def tell(self, job: _Job, outcome: Outcome) -> FrozenTrial:
+        self.executed += 1
+        frozen = self._tell(job.trial, outcome)
+        log.info("%s -> %s", job.prefix, _describe(frozen))
+        return frozen
+
+    def abandon(self, trial: Trial | None, reason: str, message: str) -> None:
+        self._abandon(trial, reason, message)
+
+    def refresh_stale(self) -> None:
+        """Fail other workers' dead trials and queue their configs (a waiting loop's check)."""
+        with self.lock:
+            if self.stale_after is not None and \
+                    _storage.fail_stale_trials(self.study, self.stale_after, quiet=True):
                 self.requeue()
-            raise Interrupted(trial.number if trial is not None else None) from None
-        except Exception as exc:
-            self._abandon(self._current, "sweeper_error", f"{type(exc).__name__}: {exc}")
-            raise
+
+    def note_wait(self, message: str) -> None:
+        if message != self._last_wait:
+            log.info("%s", message)
+            self._last_wait = message
 
     def _decide(self) -> int | _Idle:
         """Under the study lock: the counted trials so far (ask one more), or why not."""
@@ -330,8 +330,9 @@ class SearchLoop:
 
     def _ask(self, done: int) -> _Job:
         """Under the study lock: a new trial, its config, and whether it repeats a known one."""
-        trial = self.study.ask()
-        self._current = trial
+        with warnings.catch_warnings():  # this loop records Optuna's heartbeat itself (_storage)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+            trial = self.study.ask()
         params = _suggest(trial, self.space)
         prefix = f"trial {trial.number} [{done + 1}/{self.n_trials}] {_fmt(params)}"
         if self.label:
@@ -350,46 +351,6 @@ class SearchLoop:
         return _Job(trial, params, prefix, index=done + 1, twin=twin,
                     workaround=verdict.workaround if verdict is not None else ())
 
-    def _perform(self, job: _Job) -> FrozenTrial:
-        if job.answered is not None:
-            if self._reason(job.answered) == REJECTED:
-                self._count_rejection(job.answered.user_attrs.get("failure_message") or "")
-            else:
-                self._rejected_in_a_row = 0
-            return job.answered
-        trial = job.trial
-        if job.rejected is not None:
-            return self._reject(trial, job.rejected, job.prefix)
-        self._rejected_in_a_row = 0
-        if job.twin is not None:
-            log.info("%s: the same config is running as trial %d; waiting for its result",
-                     job.prefix, job.twin.number)
-            with _storage.Heartbeat(self.study._storage, trial._trial_id,
-                                    self.heartbeat_interval):
-                self._await(job.twin)
-            known = self._known().get(params_key(job.params))
-            if known is not None and known.number != trial.number:
-                return self._answer_repeat(trial, known, job.prefix)
-        overrides = self.space.overrides(job.params) + list(job.workaround) \
-            + self.extra_overrides(trial.number, job.params)
-        self.progress.start(job.index, f"trial {trial.number} {_fmt(job.params)}")
-        with _storage.Heartbeat(self.study._storage, trial._trial_id, self.heartbeat_interval):
-            try:
-                with self.around_job(trial):
-                    outcome = self.execute(trial.number, overrides)
-            except (KeyboardInterrupt, Interrupted):
-                raise
-            except Exception as exc:  # execute() should not raise; never abort the study
-                log.exception("%s: the job raised", job.prefix)
-                outcome = failed("exception", f"{type(exc).__name__}: {exc}")
-        self.progress.done()
-        self.executed += 1
-        frozen = self._tell(trial, outcome)
-        log.info("%s -> %s", job.prefix, _describe(frozen))
-        if outcome.interrupted:
-            raise Interrupted(trial.number)
-        return frozen
-
     def _count_rejection(self, why: str) -> None:
         self._rejected_in_a_row += 1
         if self._rejected_in_a_row > MAX_REJECTED_IN_A_ROW:
@@ -404,18 +365,6 @@ class SearchLoop:
         frozen = self.study.tell(trial, state=TrialState.FAIL)
         log.info("%s -> not run: %s", prefix, why)
         return frozen
-
-    def _await(self, twin: FrozenTrial) -> FrozenTrial:
-        """Until ``twin`` (another worker's trial) is finished; fails it if its worker died."""
-        while True:
-            with self.lock:
-                if self.stale_after is not None and \
-                        _storage.fail_stale_trials(self.study, self.stale_after, quiet=True):
-                    self.requeue()
-                t = self.study._storage.get_trial(twin._trial_id)
-            if t.state.is_finished():
-                return t
-            time.sleep(self.poll_interval)
 
     def _abandon(self, trial: Trial | None, reason: str, message: str) -> None:
         """Finish a trial this process owns so it is not left RUNNING; queue its config again."""
@@ -478,10 +427,6 @@ class SearchLoop:
 
 def _numbers(trials: Sequence[FrozenTrial]) -> str:
     return ", ".join(str(t.number) for t in trials)
-
-
-def _fmt(params: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={format_value(v)}" for k, v in params.items())
 
 
 def _describe(t: FrozenTrial) -> str:

@@ -65,10 +65,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 import launchers
 from sweep import secrets
+from sweep.compose import storage_url
+from sweep.errors import EXIT_INTERRUPTED
 from sweep.compose.hosts import PoolHost, hydra_value, pool_hosts
 
 from . import _storage
-from ._loop import Interrupted, SearchLoop
+from ._dispatch import Interrupted
+from ._loop import SearchLoop
 from ._pool_proc import (TOKEN_ENV, _pdeathsig, _signame, _tail, base_command, processes_with_token,
                          worker_argv)
 
@@ -83,7 +86,7 @@ STOP_GRACE_S = 90.0
 def default_storage(sweep_dir: Path) -> str:
     """Several processes on one machine: Optuna's journal file (the SQLite default is
     not made for concurrent writers)."""
-    return "journal:" + str(Path(sweep_dir).absolute() / "optuna.journal")
+    return "journal:" + str(Path(sweep_dir).absolute() / storage_url.DEFAULT_JOURNAL)
 
 
 # -- hosts --------------------------------------------------------------------------------------
@@ -223,7 +226,7 @@ class Pool:
             w.outcome = "done"
             log.info("worker %s finished", label)
             return
-        if rc == 130:
+        if rc == EXIT_INTERRUPTED:
             w.outcome = "interrupted"
             log.warning("worker %s was interrupted", label)
             return

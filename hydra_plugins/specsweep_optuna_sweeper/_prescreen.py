@@ -31,6 +31,8 @@ from typing import Any, Mapping, Sequence
 
 import optuna
 
+from sweep.errors import ConfigError
+
 from ._rules import Rules
 from ._space import format_value
 
@@ -58,7 +60,7 @@ def rank(rules: Rules, *, calibration: str | None, direction: str) -> list[Ranke
 
     points = rules.valid_points()
     if points is None:
-        raise ValueError("hydra.sweeper.prescreen needs a discrete space (choice/range): the twin "
+        raise ConfigError("hydra.sweeper.prescreen", "needs a discrete space (choice/range): the twin "
                          "ranks every point of it")
     out: list[Ranked] = []
     for params in points:

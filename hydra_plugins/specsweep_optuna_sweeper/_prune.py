@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 import optuna
+
+from sweep.errors import ConfigError
 from optuna.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -46,19 +48,19 @@ def build(conf: Any, n_objectives: int) -> optuna.pruners.BasePruner | None:
         if isinstance(conf, optuna.pruners.NopPruner):
             return None
         if n_objectives > 1:
-            raise ValueError("hydra.sweeper.pruner: Optuna prunes single-objective studies only "
+            raise ConfigError("hydra.sweeper.pruner", "Optuna prunes single-objective studies only "
                              "(this one has several directions); use hydra/sweeper/pruner=none")
         return conf
     if not conf or conf.get("_target_") in NO_PRUNER:
         return None
     if n_objectives > 1:
-        raise ValueError("hydra.sweeper.pruner: Optuna prunes single-objective studies only "
+        raise ConfigError("hydra.sweeper.pruner", "Optuna prunes single-objective studies only "
                          "(this one has several directions); use hydra/sweeper/pruner=none")
     from hydra.utils import instantiate
 
     pruner = instantiate(dict(conf))
     if not isinstance(pruner, optuna.pruners.BasePruner):
-        raise ValueError(f"hydra.sweeper.pruner._target_: {conf.get('_target_')} is not an Optuna pruner")
+        raise ConfigError("hydra.sweeper.pruner._target_", f"{conf.get('_target_')} is not an Optuna pruner")
     return pruner
 
 

@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from . import _storage
 from ._space import SearchSpace, format_value
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,32 @@ def overrides_of(t: FrozenTrial, space: SearchSpace) -> list[str]:
     return [o for o in lines if not o.startswith(_RUN_ONLY_PREFIXES)]
 
 
+def _secret_override(line: str) -> bool:
+    from sweep import secrets
+
+    key = line.split("=", 1)[0]
+    return "=" in line and secrets.is_secret_name(key)
+
+
+def shown_overrides(t: FrozenTrial, space: SearchSpace) -> tuple[list[str], list[str]]:
+    """(the overrides as printed and written -- no secret in them --, the secret keys left out).
+
+    A secret given on the command line (``server.api_key=...``, a URL's password)
+    is never printed or written in ``best.yaml``: its key is left for the user to
+    give again (``best.yaml`` holds ``???``, Hydra's "must be set").
+    """
+    from sweep import secrets
+
+    shown, left_out = [], []
+    red = secrets.redactor()
+    for line in overrides_of(t, space):
+        if _secret_override(line):
+            left_out.append(line.split("=", 1)[0].lstrip("+~"))
+            continue
+        shown.append(red.text(line))
+    return shown, left_out
+
+
 def ties(study: optuna.Study, best: FrozenTrial) -> Any:
     """``sweep.score.noise.Ties`` of the best feasible trial (None: several objectives)."""
     from sweep.score.noise import Candidate, Ties, tied_within_noise
@@ -133,7 +160,10 @@ def best_yaml(t: FrozenTrial, space: SearchSpace, groups: Mapping[str, Any], con
     """best.yaml text: the app's primary config + group choices + winning values."""
     defaults: list[str] = [config_name]
     values = OmegaConf.create({})
-    for o in OverridesParser.create().parse_overrides(overrides_of(t, space)):
+    shown, left_out = shown_overrides(t, space)
+    for key in left_out:  # "???": the rerun asks for the secret instead of holding it
+        OmegaConf.update(values, key, "???", force_add=True)
+    for o in OverridesParser.create().parse_overrides(shown):
         if o.is_delete():
             continue
         key = o.key_or_group
@@ -144,6 +174,8 @@ def best_yaml(t: FrozenTrial, space: SearchSpace, groups: Mapping[str, Any], con
             OmegaConf.update(values, key, o.value(), force_add=True)
     defaults.append("_self_")
     lines = [f"# {h}" for h in header]
+    if left_out:
+        lines.append(f"# secrets are not written here: give {', '.join(k + '=...' for k in left_out)} again")
     lines.append("defaults:")
     lines.extend(f"  - {d}" for d in defaults)
     body = OmegaConf.to_yaml(values)
@@ -232,7 +264,7 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
     by_state: dict[str, int] = {}
     for t in trials:
         key = t.state.name if t.state != TrialState.FAIL else \
-            f"FAIL:{t.user_attrs.get('failure_reason') or 'unknown'}"
+            f"FAIL:{_storage.failure_reason(t) or 'unknown'}"
         by_state[key] = by_state.get(key, 0) + 1
     repeats = sum(1 for t in trials if "duplicate_of" in t.user_attrs)
     print(f"\nstudy {study.study_name!r}: {len(trials)} trials "
@@ -277,7 +309,9 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             print(f"  server command: {command}")
         print(f"  written: {best_path}")
         print(f"  rerun:   {cmd} --config-dir {sweep_dir} --config-name best")
-        print(f"     or:   {cmd} " + " ".join(shlex.quote(o) for o in overrides_of(best, space)))
+        shown, left_out = shown_overrides(best, space)
+        again = " ".join(f"{k}=..." for k in left_out)
+        print(f"     or:   {cmd} " + " ".join(shlex.quote(o) for o in shown) + (f"  # and {again}" if again else ""))
         results.update(best_params=dict(best.params), best_trial=best.number,
                        best_values=dict(zip(metric_names, best.values or [])))
         if len(study.directions) == 1 and best.values:

@@ -24,7 +24,8 @@ from sweep.errors import ConfigError
 
 from ._sampler import CRASHED
 
-INTERRUPTED = ("interrupted", "stale")
+# No information, the config queued again, not counted (preempted: a cluster job lost, _jobs)
+INTERRUPTED = ("interrupted", "stale", "preempted")
 _ATTR_KEYS = ("status", "failure_reason", "result_path", "mlflow_run_id", "fingerprint", "feasible",
               "objective_ci")
 

@@ -37,13 +37,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweep.compose.constraints import (Expression, ExpressionError, Quirk, quirk_rules,
                                        spec_constraints, violated)
+from sweep.compose.keys import SWEEPER_QUIRKS
 from sweep.errors import ConfigError
 
 from ._space import SearchSpace, decode
 
 log = logging.getLogger(__name__)
 
-QUIRK_MODES = ("avoid", "workaround", "ignore")
+QUIRK_MODES = SWEEPER_QUIRKS  # the key table's hydra.sweeper.quirks
 Compose = Callable[[list[str]], DictConfig]  # override lines -> the job's composed config
 _MISSING = object()
 
@@ -120,7 +121,7 @@ class Rules:
 
     def __init__(self, source: ConfigSource, quirks: str = "avoid") -> None:
         if quirks not in QUIRK_MODES:
-            raise ValueError(f"hydra.sweeper.quirks: {quirks!r}; allowed: {', '.join(QUIRK_MODES)}")
+            raise ConfigError("hydra.sweeper.quirks", f"{quirks!r}; allowed: {', '.join(QUIRK_MODES)}")
         self.source = source
         self.mode = quirks
         self._cache: dict[tuple[tuple[str, str], ...], Verdict] = {}
@@ -136,8 +137,8 @@ class Rules:
             try:
                 verdict = self._check(params)
             except (ExpressionError, ConfigError) as exc:
-                raise ValueError(f"a declared rule cannot be evaluated for "
-                                 f"{' '.join(self.source.space.overrides(params))}: {exc}") from None
+                raise ConfigError("spec.constraints", f"a declared rule cannot be evaluated for "
+                                  f"{' '.join(self.source.space.overrides(params))}: {exc}") from None
             self._cache[key] = verdict
         return verdict
 

@@ -37,6 +37,8 @@ import math
 from typing import Any, Callable, Container, Sequence
 
 import optuna
+
+from sweep.errors import ConfigError
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study, StudyDirection
@@ -230,7 +232,7 @@ def build(conf: Any, *, seed: int | None, n_objectives: int, space: SearchSpace,
         inner = optuna.samplers.RandomSampler(seed=seed, **options)
     elif name == "grid":
         if space.grid() is None:
-            raise ValueError("sampler=grid needs a discrete space (choice/range, or interval "
+            raise ConfigError("hydra.sweeper.sampler", "grid needs a discrete space (choice/range, or interval "
                              "of ints); a float interval has no grid")
         from ._grid import ValidGridSampler
 
@@ -238,11 +240,11 @@ def build(conf: Any, *, seed: int | None, n_objectives: int, space: SearchSpace,
         inner = ValidGridSampler(space, points, seed=seed, **options)
     elif name == "nsgaii":
         if n_objectives < 2:
-            raise ValueError("sampler=nsgaii is for multi-objective studies "
+            raise ConfigError("hydra.sweeper.sampler", "nsgaii is for multi-objective studies "
                              "(hydra.sweeper.direction=[maximize,maximize] and metrics=[m1,m2])")
         inner = optuna.samplers.NSGAIISampler(seed=seed, **options)
     else:
-        raise ValueError(f"hydra.sweeper.sampler.name: unknown sampler {name!r}; "
+        raise ConfigError("hydra.sweeper.sampler.name", f"unknown sampler {name!r}; "
                          "allowed: tpe, gp, random, grid, nsgaii")
     valid = rules.valid if rules is not None and name != "grid" else None
     return FailureAwareSampler(inner, deterministic, valid=valid, space=space.distributions)

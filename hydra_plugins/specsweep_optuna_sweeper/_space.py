@@ -32,11 +32,14 @@ from optuna.distributions import (
     IntDistribution,
 )
 
+from sweep.compose.search_space import SYNTAX, check_sweep
+from sweep.errors import ConfigError
+
 MAX_GRID = 1_000_000
 
 
-class SearchSpaceError(ValueError):
-    """A ``params`` entry the sweeper cannot turn into a distribution."""
+class SearchSpaceError(ConfigError):
+    """A ``params`` entry the sweeper cannot turn into a distribution (one line naming its key)."""
 
 
 @dataclass
@@ -136,30 +139,33 @@ def _key_with_prefix(override: Override) -> str:
     return prefix + _param_name(override)
 
 
-def _numbers(values: Iterable[Any]) -> list[int | float]:
+def _numbers(key: str, values: Iterable[Any]) -> list[int | float]:
     out = list(values)
     if not out or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in out):
-        raise SearchSpaceError(f"expected numbers, got {out!r}")
+        raise SearchSpaceError(key, f"expected numbers, got {out!r}")
     return out
 
 
 def distribution(override: Override) -> BaseDistribution:
     """The Optuna distribution of one sweep override (see module docstring)."""
-    line = override.input_line or _param_name(override)
+    key = _param_name(override)
     if isinstance(override.value(), Glob):
-        raise SearchSpaceError(f"{line}: glob() selects config groups; list them with choice()")
+        raise SearchSpaceError(key, "glob() selects config groups; list them with choice()")
+    check_sweep(key, override)  # empty/zero-step ranges, reversed intervals: sweep/compose/search_space.py
     sweep = override.value()
     if override.is_choice_sweep():
         choices = list(override.sweep_iterator(transformer=Transformer.encode))
         for c in choices:
             if c is not None and not isinstance(c, (str, int, float, bool)):
-                raise SearchSpaceError(f"{line}: choice() takes str/int/float/bool/null, got {c!r}")
+                raise SearchSpaceError(key, f"choice() takes str/int/float/bool/null, got {c!r}")
+        if not choices:
+            raise SearchSpaceError(key, "choice() needs at least one value")
         return CategoricalDistribution(cast("list[Any]", choices))
     if isinstance(sweep, RangeSweep):
         values = list(override.sweep_iterator(transformer=Transformer.encode))
         if sweep.shuffle:
             return CategoricalDistribution(cast("list[Any]", values))
-        nums = _numbers(values)
+        nums = _numbers(key, values)
         step = abs(sweep.step) if sweep.step is not None else 1
         low, high = min(nums), max(nums)
         if all(isinstance(v, int) for v in nums) and float(step).is_integer():
@@ -173,21 +179,29 @@ def distribution(override: Override) -> BaseDistribution:
             return IntDistribution(sweep.start, sweep.end, log=log)
         return FloatDistribution(float(cast(float, sweep.start)), float(cast(float, sweep.end)),
                                  log=log)
-    raise SearchSpaceError(f"{line}: only choice, range, interval (optionally tag(log, ...)) "
-                           "can be searched by the Optuna sweeper")
+    raise SearchSpaceError(key, f"only {SYNTAX} can be searched by the Optuna sweeper")
 
 
 def parse(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> SearchSpace:
     """Build the space from ``hydra.sweeper.params`` then the command line (later wins)."""
+    from hydra.errors import HydraException
+
     lines = [f"{k}={v}" for k, v in (params or {}).items()]
     lines.extend(arguments)
-    parsed = OverridesParser.create().parse_overrides(lines)
+    parser = OverridesParser.create()
+    parsed = []
+    for line in lines:
+        try:
+            parsed.extend(parser.parse_overrides([line]))
+        except HydraException as exc:
+            key = line.split("=", 1)[0].lstrip("+~") or "hydra.sweeper.params"
+            raise SearchSpaceError(key, f"not a search space ({SYNTAX}): {str(exc).splitlines()[0]}") from None
     space = SearchSpace()
     for override in parsed:
         name = _param_name(override)
         if override.is_sweep_override():
             if override.is_delete():
-                raise SearchSpaceError(f"{override.input_line}: a deletion cannot be searched")
+                raise SearchSpaceError(name, "a deletion cannot be searched")
             space.distributions[name] = distribution(override)
             space.keys[name] = _key_with_prefix(override)
             space.fixed.pop(name, None)

@@ -20,6 +20,17 @@ Several sweepers on one study (a host pool, or controllers on other machines)
 run the same check before each new trial, so a dead worker's trial is failed
 by whoever looks next.
 
+On a server database (PostgreSQL, MySQL: an RDB URL other than SQLite) the
+sweeper *also* records Optuna's own heartbeat (``RDBStorage.record_heartbeat``,
+``heartbeat_interval`` / ``grace_period`` = ``stale_after``) and calls
+``optuna.storages.fail_stale_trials`` in the same check, so Optuna's machinery
+and any other Optuna client of the study (a ``study.optimize`` worker, a script
+calling ``fail_stale_trials``) see our trials alive while their jobs run and dead
+when their controller is. A trial Optuna failed that way -- by us or by another
+client -- is FAIL without our ``failure_reason`` (a finished trial's attrs cannot be
+written afterwards) but with our owner mark: :func:`failure_reason` reads it as
+``stale``, so it is not counted and its config is queued again like any other.
+
 The study lock (:func:`study_lock`) serializes "count the trials, then ask
 for one" across every process working on a study: a PostgreSQL advisory lock
 (session-level: released by the server when the holder's connection dies),
@@ -38,6 +49,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,40 +57,86 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep.compose import storage_url
+from sweep.errors import StorageError
+
 log = logging.getLogger(__name__)
 
 OWNER_KEY = "specsweep:owner"          # {"host": ..., "pid": ...}
 HEARTBEAT_KEY = "specsweep:heartbeat"  # epoch seconds, refreshed while the job runs
-JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
+JOURNAL_SUFFIXES = storage_url.JOURNAL_SUFFIXES
 LOCK_RETRY_S = 60.0  # how long the study lock outlives an unreachable database
 
 
 def default_url(sweep_dir: str | os.PathLike[str]) -> str:
-    return "sqlite:///" + str(Path(sweep_dir).resolve() / "optuna.db")
+    return "sqlite:///" + str(Path(sweep_dir).resolve() / storage_url.DEFAULT_SQLITE)
 
 
-def open_storage(url: str | None, sweep_dir: str | os.PathLike[str]) -> tuple[str | BaseStorage, str]:
-    """(what create_study takes, the URL/path to print for resume and optuna-dashboard)."""
+def failure_reason(t: FrozenTrial) -> str | None:
+    """A trial's failure reason; ``stale`` for one of ours that Optuna's own
+    ``fail_stale_trials`` failed (FAIL, our owner mark, no reason: a finished trial's
+    attrs cannot be written afterwards, so the reason is derived, not stored)."""
+    reason = t.user_attrs.get("failure_reason")
+    if reason is None and t.state == TrialState.FAIL and OWNER_KEY in t.system_attrs:
+        return "stale"
+    return reason
+
+
+def _stale_by_optuna(study: optuna.Study, trial: FrozenTrial) -> None:
+    """The storage's ``heartbeat_stale_trial_callback``: Optuna's ``fail_stale_trials``
+    failed it (no heartbeat for its grace period); :func:`failure_reason` says ``stale``."""
+    log.info("trial %d: no heartbeat for its grace period (Optuna's fail_stale_trials): "
+             "FAIL (stale)", trial.number)
+
+
+def server_database(url: str) -> bool:
+    """An RDB URL of a database server (Optuna's heartbeat is recorded there), not SQLite."""
+    return "://" in url and not url.startswith(("sqlite:", "journal:"))
+
+
+def open_storage(url: str | None, sweep_dir: str | os.PathLike[str], *,
+                 heartbeat_interval: float | None = None,
+                 grace_period: float | None = None) -> tuple[str | BaseStorage, str]:
+    """(what create_study takes, the URL/path to print for resume and optuna-dashboard).
+
+    Checked first (``sweep/compose/storage_url.py``): the URL's form, that its file's
+    directory can be written, that a study file there is not damaged or cut short, that
+    a database server answers -- a ConfigError/StorageError, one line, before any trial.
+    ``heartbeat_interval``: on a server database, Optuna's own heartbeat is on too
+    (module docstring), with ``grace_period`` (the sweeper's ``stale_after``).
+    """
     url = url or default_url(sweep_dir)
-    if url in ("memory", ":memory:"):  # experiments and benchmarks: nothing persists
+    where = storage_url.parse(url)
+    storage_url.check_location(where)
+    storage_url.check_file(where)
+    storage_url.check_reachable(where)
+    if where.kind == "memory" and url in ("memory", ":memory:"):  # experiments and benchmarks
         return optuna.storages.InMemoryStorage(), "memory (not persisted)"
-    if url.startswith("journal:") or (("://" not in url) and url.endswith(JOURNAL_SUFFIXES)):
-        path = url[len("journal:"):] if url.startswith("journal:") else url
-        if path.startswith("//"):
-            path = path[2:]
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if where.kind == "journal":
+        assert where.path is not None
+        where.path.parent.mkdir(parents=True, exist_ok=True)
         from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-        return JournalStorage(JournalFileBackend(path)), path
-    if "://" not in url:
-        raise ValueError(f"hydra.sweeper.storage: {url!r} is neither an Optuna RDB URL "
-                         "(sqlite:///file.db, postgresql+psycopg://...) nor a journal file "
-                         "(journal:<path> or a path ending in .log)")
-    if url.startswith("sqlite:///"):
-        db = url[len("sqlite:///"):]
-        if db and db != ":memory:":
-            Path(db).parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(where.path))), str(where.path)
+    if where.kind == "sqlite" and where.path is not None:
+        where.path.parent.mkdir(parents=True, exist_ok=True)
+    if heartbeat_interval is not None and server_database(url):
+        with warnings.catch_warnings():  # "heartbeat_interval is experimental"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            storage = optuna.storages.RDBStorage(
+                url, heartbeat_interval=max(1, int(round(heartbeat_interval))),
+                grace_period=max(1, int(round(grace_period or 2 * heartbeat_interval))),
+                heartbeat_stale_trial_callback=_stale_by_optuna)
+        return storage, url
     return url, url
+
+
+def _optuna_heartbeat(storage: BaseStorage) -> bool:
+    """Optuna's own heartbeat is on for this storage (an RDBStorage opened by open_storage,
+    also through the study's cache wrapper)."""
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    return is_heartbeat_enabled(storage)
 
 
 def mark_owner(storage: BaseStorage, trial_id: int) -> None:
@@ -134,6 +192,13 @@ def fail_stale_trials(study: optuna.Study, stale_after: float, *,
     workers are normal then and not worth a warning.
     """
     failed = []
+    if _optuna_heartbeat(study._storage):
+        before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        with warnings.catch_warnings():  # "fail_stale_trials is experimental"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        failed += [t for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+                   if t.number in before]
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         why = stale_reason(t, stale_after)
         if why is None:
@@ -185,6 +250,7 @@ class StudyLock:
         self._close = close
         self._thread_lock = threading.RLock()
         self._depth = 0
+        self._held_once = False  # a database that never answered is refused at once, not retried
 
     def __enter__(self) -> "StudyLock":
         self._thread_lock.acquire()
@@ -211,9 +277,13 @@ class StudyLock:
         while True:
             try:
                 if self._try():
+                    self._held_once = True
                     return
                 failing_since = None
             except Exception as exc:  # the database is unreachable: retry for a while
+                if not self._held_once:  # never reached: bad input, not a dropped connection
+                    raise StorageError(self.what, f"cannot take the study lock: "
+                                       f"{str(exc).splitlines()[0][:200]}") from None
                 now = time.monotonic()
                 if failing_since is None:
                     failing_since = now
@@ -335,19 +405,30 @@ class Heartbeat:
         self._storage = storage
         self._trial_id = trial_id
         self._interval = max(0.05, float(interval))
+        self._optuna = _optuna_heartbeat(storage)  # Optuna's own, on a server database
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"optuna-heartbeat-{trial_id}",
                                         daemon=True)
 
+    def _beat(self) -> None:
+        self._storage.set_trial_system_attr(self._trial_id, HEARTBEAT_KEY, time.time())
+        if self._optuna:
+            self._storage.record_heartbeat(self._trial_id)  # type: ignore[attr-defined]
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._storage.set_trial_system_attr(self._trial_id, HEARTBEAT_KEY, time.time())
+                self._beat()
             except Exception as exc:  # the trial may have been finished meanwhile
                 log.debug("heartbeat of trial id %d stopped: %s", self._trial_id, exc)
                 return
 
     def __enter__(self) -> "Heartbeat":
+        if self._optuna:
+            try:
+                self._storage.record_heartbeat(self._trial_id)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - the thread retries
+                log.debug("first heartbeat of trial id %d: %s", self._trial_id, exc)
         self._thread.start()
         return self
 

@@ -183,6 +183,9 @@ class PoolConf:
     restart_wait_s: float = 30.0
     # Internal: set on a worker's command line to its host's label.
     worker: Optional[str] = None
+    # Internal: set on a cluster job's command line (launcher=slurm): JSON
+    # {"trial": N, "overrides": [...]} (a string: OmegaConf cannot merge a mapping into a null one).
+    job: Optional[str] = None
 
 
 @dataclass

@@ -20,9 +20,12 @@ class SpecsweepOptunaSweeper(Sweeper):
     """Optuna (>= 5) search over Hydra overrides with constraints, failure memory and resume."""
 
     def __init__(self, **settings: Any) -> None:
+        from sweep import errors
+
         from ._impl import OptunaSweeperImpl
 
-        self._impl = OptunaSweeperImpl(settings)
+        with errors.boundary("sweeper", exit=True):  # a bad hydra.sweeper.* value: one line, exit 2
+            self._impl = OptunaSweeperImpl(settings)
         self.config: Optional[DictConfig] = None
         self.hydra_context: Optional[HydraContext] = None
         self.launcher = None
@@ -35,4 +38,10 @@ class SpecsweepOptunaSweeper(Sweeper):
         self.launcher = self._impl.launcher
 
     def sweep(self, arguments: List[str]) -> Any:
-        return self._impl.sweep(arguments)
+        """The search, inside the sweeper's boundary: an error is one line and an exit status
+        (``python -m sweep`` has its own boundary around this one; other apps get this one)."""
+        from sweep import errors
+
+        with errors.boundary("sweeper", exit=True):
+            return self._impl.sweep(arguments)
+        return None

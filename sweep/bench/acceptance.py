@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from sweep.bench import reported
+
 if TYPE_CHECKING:
     from sweep.bench.client import RequestResult
 
@@ -91,13 +93,11 @@ def _dig(obj: Any, path: str) -> Any:
     return obj
 
 
-def _count(obj: Mapping[str, Any], key: str | None) -> int | None:
+def _count(obj: Mapping[str, Any], key: str | None, path: str = "") -> int | None:
+    """A declared counter of the stream's fields, checked (``reported.BadReport`` names it)."""
     if not key:
         return None
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return int(value)
+    return reported.count(f"{path}.{key}" if path else key, obj.get(key))
 
 
 class RequestReader:
@@ -119,15 +119,20 @@ class RequestReader:
             obj = _dig(extras, path)
             if not isinstance(obj, Mapping):
                 continue
-            tokens = _count(obj, self.tokens)
+            tokens = _count(obj, self.tokens, path)
             tokens = usage_tokens if tokens is None else tokens
-            steps = _count(obj, self.verify_steps)
-            accepted = _count(obj, self.accepted)
+            steps = _count(obj, self.verify_steps, path)
+            accepted = _count(obj, self.accepted, path)
+            drafted = _count(obj, self.drafted, path)
+            if accepted is not None and drafted is not None and accepted > drafted:
+                raise reported.BadReport(f"{path}.{self.accepted}", f"{accepted} accepted of {drafted} drafted")
             if steps is None and accepted is not None and tokens is not None:
+                if accepted > tokens:
+                    raise reported.BadReport(f"{path}.{self.accepted}", f"{accepted} accepted of {tokens} tokens")
                 steps = tokens - accepted
-            if tokens is None or not steps or steps < 0:
+            if tokens is None or not steps:
                 continue
-            return Counts(tokens=tokens, steps=steps, drafted=_count(obj, self.drafted), accepted=accepted)
+            return Counts(tokens=tokens, steps=steps, drafted=drafted, accepted=accepted)
         return None
 
 
@@ -149,7 +154,13 @@ def apply(cells: Iterable[Any], reader: RequestReader) -> Counts | None:
     total: Counts | None = None
     for cell in cells:
         for r in cell.results:
-            got = reader.read(r.extras, r.completion_tokens) if r.ok else None
+            try:
+                got = reader.read(r.extras, r.completion_tokens) if r.ok else None
+            except reported.BadReport as bad:  # a failed request, counted by bench_errors
+                r.fail(reported.KIND, str(bad))
+                cell.errors += 1
+                cell.error_kinds[reported.KIND] = cell.error_kinds.get(reported.KIND, 0) + 1
+                continue
             if got is None:
                 continue
             r.spec_verify_ct, r.meta_completion_tokens = got.steps, got.tokens

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from sweep import secrets
-from sweep.bench.sse import Stream, as_int, loads
+from sweep.bench import reported
+from sweep.bench.sse import Stream, loads
 from sweep.bench.transport import HttpConnection, TransportError
 
 CHAT_PATH = "/v1/chat/completions"
@@ -68,6 +69,7 @@ ERROR_KINDS = {
     "not_streamed": "a JSON body where an SSE stream was expected",
     "server_error": "the server reported an error object",
     "no_usage": "stream finished without a usage block (token count unknown)",
+    "bad_value": "a number the server reported is of the wrong type or out of range (the field is named)",
     "http_error": "another HTTP transport error",
     "exception": "an unexpected client-side error",
 }
@@ -338,12 +340,20 @@ def _finish(rec: RequestResult, st: Stream, keep_text: bool) -> None:
         rec.text = "".join(st.parts)
     rec.finish_reason = st.finish
     rec.extras = st.extras or None
-    if st.meta:
-        rec.spec_verify_ct = as_int(st.meta.get("spec_verify_ct"))
-        rec.meta_completion_tokens = as_int(st.meta.get("completion_tokens"))
-    if st.usage:
-        rec.completion_tokens = as_int(st.usage.get("completion_tokens"))
-        rec.prompt_tokens = as_int(st.usage.get("prompt_tokens"))
+    try:  # what the server reports is data to validate (sweep/bench/reported.py)
+        if st.meta:
+            rec.spec_verify_ct = reported.count("meta_info.spec_verify_ct", st.meta.get("spec_verify_ct"))
+            rec.meta_completion_tokens = reported.count("meta_info.completion_tokens",
+                                                        st.meta.get("completion_tokens"))
+        if st.usage:
+            rec.completion_tokens, rec.prompt_tokens = reported.usage(st.usage, content_events=rec.chunks)
+        if rec.chunk_tokens:
+            reported.running(rec.chunk_tokens, rec.completion_tokens)
+    except reported.BadReport as bad:
+        rec.completion_tokens = rec.prompt_tokens = None
+        rec.chunk_tokens = []
+        rec.fail(reported.KIND, str(bad))
+        return
     if err:
         rec.fail(err, rec.detail or f"malformed event after {rec.chunks} chunks")
         return

@@ -223,22 +223,10 @@ def load_dataset(path: str) -> list[str]:
 
 
 def _first_prompt(obj: Any) -> str | None:
-    if isinstance(obj, str):
-        return obj
-    if not isinstance(obj, dict):
-        return None
-    for key in ("conversations", "conversation", "messages"):
-        turns = obj.get(key)
-        if isinstance(turns, list):
-            for turn in turns:
-                if isinstance(turn, dict) and turn.get("from", turn.get("role")) in ("human", "user"):
-                    value = turn.get("value", turn.get("content"))
-                    if isinstance(value, str) and value.strip():
-                        return value
-    for key in ("prompt", "text"):
-        if isinstance(obj.get(key), str) and obj[key].strip():
-            return obj[key]
-    return None
+    """One row's prompt: the definition ``workload.dataset_path`` was checked with before the trial."""
+    from sweep.compose.input_files import first_prompt
+
+    return first_prompt(obj)
 
 
 def random_ids(n: int, length: int, vocab_size: int, *, seed: int = 0) -> list[list[int]]:

@@ -13,6 +13,7 @@ it and the running ``usage.completion_tokens`` if the server sends one
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ def meta_of(event: dict[str, Any]) -> dict[str, Any] | None:
 def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
         return int(value)
     return None
 

@@ -28,18 +28,25 @@ import time
 from typing import Callable
 from urllib.parse import urlsplit
 
+from sweep.errors import EXIT_FAILED, SweepError
+
 Sink = Callable[[bytes, float], None]
 
 _SSL: ssl.SSLContext | None = None
 
 
-class TransportError(Exception):
+class TransportError(SweepError):
     """A request that did not complete; ``kind`` is the client's error kind.
+
+    The client records it as a failed request (``bench_errors`` decides the
+    trial); it reaches a boundary only through a bug (exit 1).
 
     ``unanswered``: the connection closed before any byte of a response
     (on a reused keep-alive connection: the server closed it as the request
     went out, so the request never reached it and may be sent again).
     """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, kind: str, detail: str, *, unanswered: bool = False) -> None:
         super().__init__(detail)

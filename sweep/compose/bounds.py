@@ -25,6 +25,7 @@ import math
 import re
 from typing import Any, Callable, Iterator, Mapping
 
+from sweep.compose import input_files, storage_url
 from sweep.compose.checks import no_control_chars
 from sweep.compose.keys import (
     MAX_PORT,
@@ -44,6 +45,13 @@ _UNIT = re.compile(r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?$")
 _URL_PATH = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 # vLLM's VLLM_CPU_OMP_THREADS_BIND: auto | nobind | core lists ("0-3,8"), one per rank ("0-1|2-3").
 _CPUS = re.compile(r"^(auto|nobind|\d+(-\d+)?(,\d+(-\d+)?)*(\|\d+(-\d+)?(,\d+(-\d+)?)*)*)$")
+# SLURM (sbatch(1)): --gres=gpu[:type]:count[,...]; --mem=<n>[K|M|G|T]; --constraint features
+# name[:type][:count][,...]: a type starts with a letter/digit, a count is digits (gpu:-1 is no count)
+_GRES_ONE = r"[A-Za-z0-9_]+(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?(:\d{1,6})?"
+_GRES = re.compile(rf"^{_GRES_ONE}(,{_GRES_ONE})*$")
+_SLURM_MEM = re.compile(r"^\d{1,12}[KMGT]?$")
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.&|,:*()\[\]-]{1,1024}$")
+_SBATCH_ARG = re.compile(r"^--[a-z][a-z0-9-]{0,63}(=[^\s]{1,1024})?$")
 
 
 def is_host(text: str) -> bool:
@@ -66,7 +74,10 @@ def _type_name(value: Any) -> str:
 
 
 def _fmt(x: float) -> str:
-    """1000000, not 1e+06; 0.5 stays 0.5."""
+    """1000000, not 1e+06; 0.5 stays 0.5; an integer past any float as its first digits."""
+    if isinstance(x, int) and abs(x) >= 10**18:
+        digits = str(abs(x))
+        return f"{'-' if x < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
 
 
@@ -99,6 +110,8 @@ def _as_float(key: str, value: Any, rule: Rule) -> float:
         raise ConfigError(key, f"must be a number, got {_type_name(value)}")
     try:
         f = float(value)
+    except OverflowError:  # an integer past any float
+        raise ConfigError(key, f"must be a finite number, got {_type_name(value)}") from None
     except (TypeError, ValueError):
         raise ConfigError(key, f"must be a number, got {_type_name(value)}") from None
     if not math.isfinite(f):
@@ -189,6 +202,63 @@ def _as_path(key: str, value: Any, rule: Rule) -> str:
     return text
 
 
+_PSEUDO_FS = ("/proc/", "/sys/")
+
+
+def _as_local_path(key: str, value: Any, rule: Rule) -> str:
+    """A path the server or the harness opens: never a device, FIFO or socket, nothing in /proc or /sys."""
+    import os
+    import stat
+
+    text = _as_path(key, value, rule)
+    absolute = os.path.abspath(os.path.expanduser(text))
+    if (absolute + "/").startswith(_PSEUDO_FS):
+        raise ConfigError(key, f"must not point into /proc or /sys, got {_type_name(text)}")
+    try:
+        mode = os.stat(absolute).st_mode
+    except OSError:
+        return text  # not here (yet, or on the server's box): its reader says so
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ConfigError(key, f"must be a file or directory, got a special file {_type_name(text)} "
+                          "(a device, FIFO or socket)")
+    return text
+
+
+def _as_file(key: str, value: Any, rule: Rule) -> str:
+    return input_files.check_file(key, _as_path(key, value, rule), rule.fmt or "text")
+
+
+def _as_outdir(key: str, value: Any, rule: Rule) -> str:
+    return input_files.check_outdir(key, _as_path(key, value, rule))
+
+
+def _as_subpath(key: str, value: Any, rule: Rule) -> str:
+    return input_files.check_subpath(key, _as_path(key, value, rule))
+
+
+def _as_storage(key: str, value: Any, rule: Rule) -> str:
+    """An Optuna storage URL (syntax and where its file would go; sweep/compose/storage_url.py)."""
+    text = _as_text(key, value, rule)
+    if not text.strip() or any(c.isspace() for c in text):
+        raise ConfigError(key, f"must be an Optuna storage URL or journal path without spaces, got {_type_name(text)}")
+    storage_url.check_location(storage_url.parse(text, key), key)
+    return text
+
+
+def _as_directions(key: str, value: Any, rule: Rule) -> tuple[str, ...]:
+    """maximize | minimize, or a list of them (one per objective)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise ConfigError(key, "must be maximize or minimize (or a list of them, one per objective), got []")
+    out = []
+    for item in items:
+        if not isinstance(item, str) or item.lower() not in ("maximize", "minimize"):
+            raise ConfigError(key, "must be maximize or minimize (or a list of them, one per objective), "
+                              f"got {_type_name(item)}")
+        out.append(item.lower())
+    return tuple(out)
+
+
 def _as_abspath(key: str, value: Any, rule: Rule) -> str:
     text = _as_path(key, value, rule)
     if not text.startswith("/") or ".." in text.split("/"):
@@ -203,10 +273,64 @@ def _as_remote_dir(key: str, value: Any, rule: Rule) -> str:
     return text
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
+
+
 def _as_uri(key: str, value: Any, rule: Rule) -> str:
+    """A URI (``http(s)://host[:port]/...``, ``sqlite:///path``, a database URL) or a local path."""
+    from urllib.parse import urlsplit
+
     text = _as_text(key, value, rule)
     if any(c.isspace() for c in text):
         raise ConfigError(key, f"must be a URI or path without spaces, got {_type_name(text)}")
+    if "://" not in text:
+        if re.match(r"^(https?|sqlite|postgres(ql)?|mysql|file):", text, flags=re.I):
+            raise ConfigError(key, f"must be scheme://..., got {_type_name(text)}")
+        return text
+    scheme = text.partition("://")[0]
+    if not _SCHEME.match(scheme):
+        raise ConfigError(key, f"must be a URI (scheme://...), got {_type_name(text)}")
+    base = scheme.split("+")[0].lower()
+    if base in ("http", "https"):
+        try:
+            parts = urlsplit(text)
+            host, _port = parts.hostname, parts.port
+        except ValueError as exc:
+            raise ConfigError(key, f"not a valid URL ({exc}), got {_type_name(text)}") from None
+        if not host or not is_host(host):
+            raise ConfigError(key, f"must name a host (http(s)://host[:port]/...), got {_type_name(text)}")
+    elif base == "sqlite" and not text.startswith(f"{scheme}:///"):
+        raise ConfigError(key, f"an SQLite URI is sqlite:///<path> (three slashes), got {_type_name(text)}")
+    elif base in storage_url.DIALECTS or base == "postgres":
+        storage_url.parse(text, key)
+    return text
+
+
+def _as_slurm_time(key: str, value: Any, rule: Rule) -> str:
+    from sweep.launch import slurm_seconds
+
+    text = _as_text(key, value, rule).strip()
+    if slurm_seconds(text) is None:
+        raise ConfigError(key, "must be a SLURM time limit: minutes, minutes:seconds, "
+                          "hours:minutes:seconds, days-hours, days-hours:minutes or "
+                          f"days-hours:minutes:seconds, got {_type_name(value)}")
+    return text
+
+
+# options that would take the job over from the launcher (its script, its log, its cwd)
+_SBATCH_OWNED = ("--wrap", "--output", "--error", "--chdir", "--parsable", "--test-only", "--wait")
+
+
+def _as_sbatch_arg(key: str, value: Any, rule: Rule) -> str:
+    text = _as_text(key, value, rule)
+    if not _SBATCH_ARG.match(text):
+        raise ConfigError(key, "must be one sbatch long option, --name or --name=value without "
+                          f"spaces (e.g. --reservation=spec), got {_type_name(text)}")
+    if text.split("=", 1)[0] in _SBATCH_OWNED:
+        raise ConfigError(key, f"{text.split('=', 1)[0]} is set by launcher=slurm itself; "
+                          f"not allowed: {', '.join(_SBATCH_OWNED)}")
+    if any(c in text for c in "$`;|&<>\\"):
+        raise ConfigError(key, "must not contain shell characters ($ ` ; | & < > \\)")
     return text
 
 
@@ -268,10 +392,18 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "cpus": _matching(_CPUS, "auto, nobind or core ranges like 0-3,8 (ranks split by '|')"),
     "url_paths": _list_of(_matching(_URL_PATH, "a URL path starting with '/'"), "URL paths"),
     "host": _as_host, "ssh_host": _as_ssh_host, "gateway": _as_gateway, "unit": _as_unit,
-    "path": _as_path, "abspath": _as_abspath, "remote_dir": _as_remote_dir, "uri": _as_uri,
-    "paths": _list_of(_as_path, "paths"), "strs": _as_words,
+    "path": _as_local_path, "abspath": _as_abspath, "remote_dir": _as_remote_dir, "uri": _as_uri,
+    "paths": _list_of(_as_local_path, "paths"), "strs": _as_words,
+    "file": _as_file, "outdir": _as_outdir, "subpath": _as_subpath, "storage": _as_storage,
+    "directions": _as_directions,
     "ints": _as_ints, "floats": _list_of(_as_float, "numbers", scalar_ok=False),
     "mapping": _as_mapping, "list": _as_list, "figure": _as_figure,
+    "slurm_time": _as_slurm_time,
+    "gres": _matching(_GRES, "SLURM generic resources, name[:type]:count[,...] (e.g. gpu:8)"),
+    "slurm_mem": _matching(_SLURM_MEM, "a SLURM memory size, digits and an optional K/M/G/T"),
+    "slurm_constraint": _matching(_CONSTRAINT, "SLURM node features (letters, digits, & | , [ ] ( ) * :)"),
+    "sbatch_args": _list_of(_as_sbatch_arg, "sbatch options"),
+    "lines": _list_of(_as_text, "lines"),
 }
 
 
@@ -279,7 +411,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
 
 
 # An empty string for a path or a URI means "not set" (``launcher.state_dir=``).
-_EMPTY_IS_UNSET = ("path", "paths", "uri")
+_EMPTY_IS_UNSET = ("path", "paths", "uri", "file", "outdir", "storage")
 
 
 def rule_for(key: str) -> Rule | None:
@@ -334,13 +466,16 @@ def _present(cfg: Mapping[str, Any], key: str) -> Iterator[tuple[str, Any]]:
     yield key, node
 
 
-def check_config(cfg: Mapping[str, Any]) -> None:
+def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
     """Every key of a resolved composed config that has a rule, checked (the first error raises).
 
     Required keys are checked by the builders that read them (a key of
-    launcher=ssh is not missing from launcher=local).
+    launcher=ssh is not missing from launcher=local). ``hydra``: the keys of
+    Hydra's own node (``hydra.*``; ``cfg`` holds it) instead of the app's.
     """
     for key, rule in RULES.items():
+        if key.startswith("hydra.") != hydra:
+            continue
         for full, value in _present(cfg, key):
             if value is None and rule.kind != "enum":
                 continue
@@ -356,7 +491,11 @@ def markdown() -> str:
              "Every value is checked before anything starts: a wrong one is one line",
              "`error: <key>: <what is allowed>`, exit status 2. Keys across groups",
              "(`spec.topk` <= `spec.budget`, `hardware.tp` <= `hardware.num_gpus`, contexts +",
-             "`max_tokens` <= `model.context_length`) are checked by `sweep/compose/config.py`.", "",
+             "`max_tokens` <= `model.context_length`) are checked by `sweep/compose/config.py`.",
+             "Kinds of paths: `file` is read before anything starts (a regular, non-empty file",
+             "holding what its format says), `outdir` is written (it exists and is writable, or",
+             "can be made), `subpath` stays inside its directory (`sweep/compose/input_files.py`);",
+             "the `hydra.*` rows are Hydra's keys a run depends on (`sweep/compose/hydra_checks.py`).", "",
              "| key | kind | allowed | what |", "|---|---|---|---|"]
     for key, rule in RULES.items():
         if rule.kind in ("int", "float", "ints", "floats"):
@@ -366,6 +505,6 @@ def markdown() -> str:
                                 for c in rule.choices)
         else:
             allowed = ""
-        kind = rule.kind + (", required" if rule.required else "")
+        kind = rule.kind + (f" ({rule.fmt})" if rule.fmt else "") + (", required" if rule.required else "")
         lines.append(f"| `{key}` | {kind} | {allowed} | {rule.what} |")
     return "\n".join(lines) + "\n"

@@ -3,10 +3,14 @@
 Hydra reports a wrong group option or key as a multi-line traceback with
 exit status 1, and a multirun only discovers a bad value when that job
 starts -- after earlier jobs have restarted servers. This module composes
-every job of a grid up front (Hydra's own compose API and its basic
-sweeper's expansion) and validates each one, so any mistake is one line
-naming the key and what is allowed, exit status 2, before a server is
-touched.
+every job of a grid up front -- from the primary config the run will use
+(``--config-dir/-cd``, ``--config-path/-cp``, ``--config-name/-cn``:
+:mod:`sweep.compose.config_source`) -- and validates each one, Hydra's own
+keys the run depends on (the run/sweep dir, the job subdir, the Optuna
+sweeper's settings and storage) and every value of a search space, so any
+mistake is one line naming the key and what is allowed, exit status 2,
+before a server is touched. :func:`validate` raises the ConfigError (the
+command's boundary prints it); :func:`check` prints it itself.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import re
 import sys
 from typing import Any, Sequence
 
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep.compose import config_source
+from sweep.errors import EXIT_INPUT, ConfigError, SweepError
 
 CONFIG_MODULE = "sweep.conf"
-CONFIG_NAME = "config"
+CONFIG_NAME = config_source.CONFIG_NAME
 MAX_JOBS_CHECKED = 256
+PARAMS_PREFIX = "hydra.sweeper.params."
 
 _SKIP_FLAGS = ("help", "hydra_help", "info", "shell_completion")
 
@@ -32,6 +38,19 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
         opts = re.findall(r"^\t(\S+)$", text, flags=re.M)
         allowed = ", ".join(opts) if opts else "(see conf/" + group + "/)"
         return ConfigError(group, f"unknown option {option!r}; allowed: {allowed}")
+    m = re.search(r"In '([^']+)': Could not load '([^'/]+)'", text)
+    if m:
+        return ConfigError("defaults", f"{m.group(1)} names the config {m.group(2)!r}, which no config dir "
+                           "holds (--config-dir adds a dir to the shipped configs; --config-path replaces them)")
+    m = re.search(r"Cannot find primary config '([^']+)'", text)
+    if m:
+        return ConfigError("--config-name", f"no primary config {m.group(1)!r} in the search path "
+                           "(--config-dir / --config-path)")
+    cause = getattr(exc.__cause__, "full_key", None) or ""
+    if str(cause).startswith(PARAMS_PREFIX):  # a param naming no key of the config (or not added with +)
+        param = str(cause)[len(PARAMS_PREFIX):]
+        return ConfigError(param, f"is no param of the search space: give it as the sweep override "
+                           f"{param}=choice(...) (a key of the config), or add it with +hydra.sweeper.params")
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
         key = m.group(1)
@@ -42,8 +61,9 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
         cause = str(exc.__cause__ or "").strip().splitlines()
         return ConfigError(m.group(1), "cannot take this value" + (f": {cause[0]}" if cause else "")
                            + " (its type: python -m sweep --cfg job)")
+    key = getattr(exc, "full_key", None)
     first = next((line for line in text.splitlines() if line.strip()), text)
-    return ConfigError("overrides", first.strip())
+    return ConfigError(str(key) if key else "overrides", first.strip())
 
 
 def _first_line(exc: BaseException) -> str:
@@ -52,37 +72,34 @@ def _first_line(exc: BaseException) -> str:
 
 
 def compose(overrides: Sequence[str], *, hydra_config: bool = False) -> Any:
-    """Compose the app's config for one job (raises ConfigError); ``hydra_config``: with ``hydra.*``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
+    """Compose the app's config for one job (raises ConfigError); ``hydra_config``: with ``hydra.*``.
+
+    From the primary config this run uses (:func:`sweep.compose.config_source.use`).
+    """
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from sweep.compose.group_defaults import implied
 
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return hydra_compose(config_name=CONFIG_NAME, overrides=implied(overrides),
-                                 return_hydra_config=hydra_config)
+        return config_source.compose(implied(overrides), hydra_config=hydra_config)
+    except SweepError:
+        raise
     except (HydraException, OmegaConfBaseException) as exc:
         raise _option_error(exc, overrides) from None
     except (ValueError, TypeError, KeyError, AttributeError, AssertionError) as exc:
         # Hydra's own checks of odd overrides (``=5``: "Config group override must be a string")
         raise ConfigError("overrides", f"{' '.join(overrides)[:200]}: {_first_line(exc)}") from None
-    finally:
-        GlobalHydra.instance().clear()
 
 
-def expand(overrides: Sequence[str], multirun: bool) -> list[list[str]]:
-    """The override lists of every job Hydra's basic sweeper would run."""
+def expand(overrides: Sequence[str], multirun: bool, *, custom_sweeper: bool | None = None) -> list[list[str]]:
+    """The override lists of every job Hydra's basic sweeper would run (another sweeper: its fixed part)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     parsed = _parse(overrides)
     if not multirun:
         return [list(overrides)]
-    if _custom_sweeper(parsed):
+    if custom_sweeper if custom_sweeper is not None else _custom_sweeper(parsed):
         # Another sweeper (Optuna) owns the sweep; check the fixed part (its values: search_space).
         return [[o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]]
     batches = BasicSweeper.split_arguments(parsed, None)
@@ -99,12 +116,24 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
     for line in overrides:
         try:
             out += parser.parse_overrides([line])
-        except HydraException as exc:
+        except (HydraException, ValueError) as exc:  # ValueError: 5,000 digits are past int()'s limit
             key = line.split("=", 1)[0].lstrip("+~") if "=" in line else ""
             if not key or not re.fullmatch(r"[\w./@-]+", key):
                 raise ConfigError("overrides", f"{line!r}: {_first_line(exc)}") from None
-            raise ConfigError(key, f"cannot parse the value {line.split('=', 1)[1]!r} ({_first_line(exc)}); "
+            value = line.split("=", 1)[1]
+            value = value if len(value) <= 80 else value[:77] + "..."
+            if re.match(r"^\s*(choice|range|interval|int|float|tag|shuffle|sort|glob)\s*\(", value):
+                from sweep.compose.search_space import SYNTAX
+
+                raise ConfigError(key, f"not a search space ({SYNTAX}; an empty choice() has no value): "
+                                  f"{value!r}") from None
+            raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
+    for o in out:  # a number past any float: Hydra's typed float keys would overflow composing it
+        number = o.value() if not o.is_sweep_override() else None
+        if isinstance(number, int) and not isinstance(number, bool) and abs(number) >= 2**1024:
+            raise ConfigError(o.key_or_group, f"a number of {len(str(abs(number)))} digits is past any the "
+                              "config can hold")
     return out
 
 
@@ -112,87 +141,131 @@ def _custom_sweeper(parsed: Sequence[Any]) -> bool:
     return any(o.key_or_group == "hydra/sweeper" for o in parsed)
 
 
-def _check_search_space(overrides: Sequence[str], fixed: list[str]) -> None:
-    """Every value of the Optuna sweeper's space (``hydra.sweeper.params`` + sweep overrides)."""
-    from omegaconf import OmegaConf
+def canonical(argv: Sequence[str]) -> list[str]:
+    """``hydra.sweeper.params.<key>=<expr>`` as the sweep override ``<key>=<expr>``.
 
-    from sweep.compose.config import from_omegaconf
-    from sweep.compose.search_space import check_values, space_of
-
-    cfg = compose(fixed, hydra_config=True)
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False) \
-        if OmegaConf.select(cfg, "hydra.sweeper.params") is not None else {}
-    sweeps = [o.input_line for o in _parse(overrides) if o.is_sweep_override() and o.input_line]
-    space = space_of({str(k): v for k, v in params.items()} if isinstance(params, dict) else {}, sweeps)
-
-    def compose_job(extra: list[str]) -> None:
-        from_omegaconf(compose([*fixed, *extra]))
-
-    check_values(space, compose_job)
-
-
-def check(argv: Sequence[str]) -> None:
-    """Validate the jobs ``python -m sweep <argv>`` would run; exit 2 on error.
-
-    Bad input of any shape is one line (never a traceback), before Hydra
-    runs anything: this is where every job of a grid and every value of a
-    search space are checked.
+    Hydra's Optuna sweeper documents its search space as ``hydra.sweeper.params``
+    in YAML and as sweep overrides on the command line (``'spec.budget=choice(4,8,16)'``);
+    the dotted form on the command line would set a nested key that is no param
+    (params are keyed ``spec.budget``), or be refused as a sweep of Hydra's own
+    config. Both mean the same search, so the dotted form becomes the sweep
+    override (later wins over the YAML's params, as Hydra's sweeper merges them).
     """
+    out = []
+    for arg in argv:
+        m = re.match(r"^\+{0,2}" + re.escape(PARAMS_PREFIX) + r"([\w.@/+-]+)=(.*)$", arg, flags=re.S)
+        if m is None or arg.startswith("-"):
+            out.append(arg)
+            continue
+        key, value = m.group(1), m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]  # '...' kept the shell's quotes: the expression inside
+        out.append(f"{key}={value}")
+    return out
+
+
+def duplicates(overrides: Sequence[str]) -> list[str]:
+    """One warning per key given more than once (Hydra keeps the last, silently)."""
+    seen: dict[str, list[str]] = {}
+    for line in overrides:
+        key = line.split("=", 1)[0].lstrip("+~") if "=" in line else line.lstrip("~")
+        if key:
+            seen.setdefault(key, []).append(line)
+    return [f"warning: {key} is given {len(lines)} times; the last one wins: {lines[-1]}"
+            for key, lines in seen.items() if len(lines) > 1]
+
+
+def _args(argv: Sequence[str]) -> Any:
     from hydra._internal.utils import get_args_parser
 
     parser = get_args_parser()
     parser.prog = "python -m sweep"
     # A usage error is printed here, once, and ends the run (exit 2): Hydra would print it again.
-    args = parser.parse_args(list(argv))
+    return parser.parse_args(list(argv))
+
+
+def validate(argv: Sequence[str]) -> None:
+    """Validate the jobs ``python -m sweep <argv>`` would run; raises ConfigError (or StorageError).
+
+    Bad input of any shape is one error (never a traceback), before Hydra
+    runs anything: this is where every job of a grid, Hydra's keys the run
+    depends on and every value of a search space are checked.
+    """
+    args = _args(argv)
     if any(getattr(args, f, None) for f in _SKIP_FLAGS):
         return
-    from sweep.compose.config import from_omegaconf
+    from sweep import secrets
 
     try:
-        jobs = expand(args.overrides, bool(args.multirun))
-        for job in jobs[:MAX_JOBS_CHECKED]:
-            cfg = compose(job)
-            if args.cfg is None:
-                from_omegaconf(cfg)
-        if args.multirun and args.cfg is None and _custom_sweeper(_parse(args.overrides)):
-            _check_search_space(args.overrides, jobs[0])
-    except ConfigError as err:
-        _refuse(err.one_line())
+        source = config_source.Source.of(args)
+        config_source.check_files(source)
+        config_source.use(source)
+        _validate(args)
+    except SweepError:
+        raise
     except RecursionError:
-        _refuse("error: overrides: nested too deeply")
+        raise ConfigError("overrides", "nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - odd input must not end in a traceback either
-        _refuse(f"error: overrides: could not be checked ({type(exc).__name__}: {_first_line(exc)[:300]})")
+        raise ConfigError("overrides", f"could not be checked ({type(exc).__name__}: "
+                          f"{_first_line(exc)[:300]})") from None
+    for line in duplicates(args.overrides):  # once, for a command line that will run
+        print(secrets.mask_text(line), file=sys.stderr, flush=True)
 
 
-def _refuse(line: str) -> None:
+def _validate(args: Any) -> None:
+    from sweep.compose import hydra_checks
+    from sweep.compose.config import from_omegaconf
+
+    parsed = _parse(args.overrides)
+    multirun = bool(args.multirun)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line] \
+        if multirun else list(args.overrides)
+    head = compose(fixed, hydra_config=True)  # the run's Hydra settings (which sweeper, which dirs)
+    custom = multirun and hydra_checks.custom_sweeper(head)
+    jobs = expand(args.overrides, multirun, custom_sweeper=custom)
+    for job in jobs[:MAX_JOBS_CHECKED]:
+        cfg = _without_hydra(head) if job == fixed else compose(job)  # one run: composed once
+        if args.cfg is None:
+            from_omegaconf(cfg)
+    if args.cfg is not None:
+        return
+    hydra_checks.check(head, multirun=multirun, custom_sweeper=custom)
+    if custom:
+        hydra_checks.check_search_space(head, [o.input_line for o in parsed
+                                               if o.is_sweep_override() and o.input_line], fixed, compose)
+
+
+def _without_hydra(cfg: Any) -> Any:
+    import copy
+
+    from omegaconf import open_dict
+
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        del out["hydra"]
+    return out
+
+
+def check(argv: Sequence[str]) -> None:
+    """:func:`validate`, printing its one line and exiting 2 itself (for callers without a boundary)."""
+    try:
+        validate(argv)
+    except SweepError as err:
+        _refuse(err.one_line(), err.exit_code)
+
+
+def _refuse(line: str, code: int = EXIT_INPUT) -> None:
     from sweep import secrets
 
     print(secrets.mask_text(line), file=sys.stderr)
-    raise SystemExit(EXIT_CONFIG) from None
+    raise SystemExit(code) from None
 
 
-def print_job_config(argv: Sequence[str]) -> bool:
-    """``--cfg job`` (one run, no ``--package``): the composed config resolved, secrets masked.
+def print_config(argv: Sequence[str]) -> bool:
+    """``--cfg job|hydra|all`` of one run: what runs, secrets masked (:mod:`sweep.compose.show_config`)."""
+    from sweep.compose import show_config
 
-    Hydra prints it unresolved (``${sweep.python:}``, ``${spec.budget}``), which
-    does not say what will run; resolved, a secret set through the environment
-    (``${oc.env:SPECSWEEP_API_KEY}``) would show, so it is masked. False: not
-    this case, Hydra handles the command line.
-    """
-    from hydra._internal.utils import get_args_parser
+    return show_config.show(_args(argv), compose)
 
-    args = get_args_parser().parse_args(list(argv))
-    if args.cfg != "job" or args.multirun or args.package or args.info:
-        return False
-    import yaml
-    from omegaconf import OmegaConf
 
-    import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*})
-    from sweep import secrets
-
-    tree = OmegaConf.to_container(compose(args.overrides), resolve=True)
-    assert isinstance(tree, dict)
-    tree.pop("hydra", None)
-    red = secrets.redactor(secrets.collect_secrets(tree, list(args.overrides)))
-    sys.stdout.write(yaml.safe_dump(secrets.mask_tree(tree, red), sort_keys=False, default_flow_style=False))
-    return True
+print_job_config = print_config  # the older name

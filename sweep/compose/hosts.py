@@ -18,6 +18,7 @@ from sweep.compose.bounds import check
 from sweep.compose.keys import LAUNCH_MODES
 from sweep.compose.checks import no_control_chars
 from sweep.errors import ConfigError
+from sweep.launch import BACKENDS
 
 __all__ = ["LAUNCH_MODES", "PoolHost", "check_hosts", "hydra_value", "pool_hosts"]
 ENTRY_KEYS = ("label", "server_port", "overrides")  # besides the launcher's own keys
@@ -91,7 +92,8 @@ def check_hosts(node: Mapping[str, Any], name: str, path: str = "launcher.hosts"
             if k not in ENTRY_KEYS and v is not None:
                 check(f"{key}.{k}", v, rule_key=f"launcher.{k}")  # the launcher key's own rule
         merged = {**node, **entry, "hosts": None}
-        if name == "ssh":
+        remote = BACKENDS[name].remote  # the box is launcher.host (sweep/launch.py)
+        if remote:
             if merged.get("mode") not in LAUNCH_MODES:
                 raise ConfigError(f"{key}.mode", f"must be one of {', '.join(LAUNCH_MODES)}")
             check(f"{key}.port", merged.get("port"), rule_key="launcher.port")
@@ -103,7 +105,7 @@ def check_hosts(node: Mapping[str, Any], name: str, path: str = "launcher.hosts"
         if extra is not None and (not isinstance(extra, (list, tuple))
                                   or not all(isinstance(o, str) for o in extra)):
             raise ConfigError(f"{key}.overrides", f"must be a list of override strings, got {extra!r}")
-        box = (merged.get("host") if name == "ssh" else "this machine", server_port)
+        box = (merged.get("host") if remote else "this machine", server_port)
         if box in boxes:
             raise ConfigError(key, f"the same box and server port as an earlier entry ({box[0]}, "
                               f"server_port {server_port or 'inherited'}): give each entry on one "

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sweep.launch import BACKENDS
+
 # ---------------------------------------------------------------------------- maxima
 MAX_GPUS = 1024            # GPUs in one box
 MAX_CONTEXT = 10_485_760   # tokens: the longest context any served model has (10M)
@@ -23,18 +25,20 @@ MAX_REQUESTS = 1_000_000   # requests of one cell: hours of load at any real rat
 MAX_SECONDS = 86_400       # one day
 MAX_PORT = 65_535
 MAX_SEED = 2**32 - 1
+MAX_TRIALS = 1_000_000     # trials of one study
 
 SIM_FAULTS = ("cuda_graph", "oom", "hang", "missing_module", "python_headers")  # sweep/sim/flags.yaml
 CODING_EVALS = ("five", "humaneval", "off")
 SANDBOX_MECHANISMS = ("auto", "bwrap", "fallback")   # docs/sandbox.md
 OBJECTIVE_METRICS = ("tok_s_lowc", "tok_s_peak", "cell", "weighted_mean", "tok_s_c1")  # tok_s_c1: old name
-LAUNCHERS = ("local", "ssh")
+LAUNCHERS = tuple(BACKENDS)  # sweep/launch.py: the backend table
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
 ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
 PROMPT_SOURCES = ("text", "edit", "prose", "random_ids", "dataset")  # workload.prompt_source
 DTYPES = ("auto", "bfloat16", "float16", "float32")  # hardware.cpu.dtype (vLLM --dtype)
 MODEL_FORMATS = ("hf", "gguf")                      # server.model_format: a model group's paths.<form>
+SWEEPER_QUIRKS = ("avoid", "workaround", "ignore")   # hydra.sweeper.quirks (docs/search.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,7 @@ class Rule:
     choices: tuple[Any, ...] = ()
     required: bool = False
     what: str = ""  # what a number counts, shown in messages and docs/config-keys.md
+    fmt: str = ""   # kind "file": what the file holds (sweep/compose/input_files.py)
 
 
 def _int(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
@@ -65,6 +70,14 @@ BOOL = Rule("bool")
 NAME = Rule("name")
 REQUIRED_NAME = Rule("name", required=True)
 PATH = Rule("path")
+OUTDIR = Rule("outdir")    # a directory written to: it exists and is writable, or can be made
+SUBPATH = Rule("subpath")  # relative, stays inside the directory it is joined to
+
+
+def _file(fmt: str) -> Rule:
+    """A local file read before anything starts: regular, non-empty, and holding ``fmt``."""
+    return Rule("file", fmt=fmt)
+
 MAPPING = Rule("mapping")
 TEXT = Rule("str")
 
@@ -93,7 +106,7 @@ RULES: dict[str, Rule] = {
     "hardware.perf.link_bw_gbs": _num(0, 100_000, "GB/s per direction"),
     "hardware.perf.link_latency_us": _num(0, 1_000_000, "microseconds"),
     "hardware.perf.nvlink": BOOL,
-    "hardware.perf.calibration": PATH,
+    "hardware.perf.calibration": _file("calibration"),  # or none
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),
     "hardware.quirks.rules": Rule("list"),  # its entries: sweep/compose/constraints.py
@@ -127,19 +140,22 @@ RULES: dict[str, Rule] = {
     "spec.suffix_max_cached_requests": _int(0, MAX_REQUESTS, "requests"),
     # -- model
     "model.name": REQUIRED_NAME,
+    # model.path is ${model.paths.<server.model_format>} where a model has several forms: the
+    # forms are checked first, so a bad one is named by its own key, not by model.path
+    "model.paths": MAPPING,   # the model per on-disk form (server.model_format picks model.path)
+    "model.paths.*": PATH,
     "model.path": PATH,
     "model.served_name": Rule("str", required=True),
     "model.context_length": _int(1, MAX_CONTEXT, "tokens", required=True),
     "model.trust_remote_code": BOOL,
+    # model.draft_paths.draft is ${model.drafts.<server.model_format>}: the forms first (as model.paths)
+    "model.drafts": MAPPING,  # the draft per on-disk form (model.draft_paths.draft)
+    "model.drafts.*": PATH,
     "model.draft_paths": MAPPING,
     "model.draft_paths.*": PATH,
     "model.arch": MAPPING,
     "model.arch.*": Rule("figure"),
     "model.install": MAPPING,
-    "model.paths": MAPPING,   # the model per on-disk form (server.model_format picks model.path)
-    "model.paths.*": PATH,
-    "model.drafts": MAPPING,  # the draft per on-disk form (model.draft_paths.draft)
-    "model.drafts.*": PATH,
     # -- server
     "server.name": REQUIRED_NAME,
     "server.flavor": REQUIRED_NAME,
@@ -179,7 +195,7 @@ RULES: dict[str, Rule] = {
     "server.sim.load_seconds": _num(0, 3600, "seconds"),
     "server.sim.seed": _int(0, MAX_SEED, "seed"),
     "server.sim.time_scale": _num(0, 1000, "x real time"),
-    "server.sim.tokenizer": PATH,
+    "server.sim.tokenizer": _file("tokenizer"),
     "server.sim.noise": _num(0, 1, "fraction of step time"),
     "server.sim.faults": MAPPING,
     "server.sim.faults.startup": _enum(None, *SIM_FAULTS),
@@ -197,7 +213,7 @@ RULES: dict[str, Rule] = {
     "launcher.reap_grace_s": _num(0, 60, "seconds"),
     "launcher.hosts": Rule("list"),
     # -- launcher=local
-    "launcher.state_dir": PATH,
+    "launcher.state_dir": OUTDIR,
     # -- launcher=ssh
     "launcher.host": Rule("ssh_host"),
     "launcher.port": _int(1, MAX_PORT, "TCP port"),
@@ -218,6 +234,27 @@ RULES: dict[str, Rule] = {
     "launcher.preflight": BOOL,
     "launcher.min_free_gb": _num(0, 1_000_000, "GB"),
     "launcher.remote_lease_s": _num(0, 3600, "seconds"),
+    # -- launcher=slurm (docs/cluster.md): each trial one job; sbatch's own option names
+    "launcher.sbatch": MAPPING,  # only the keys below (sweep/compose/settings.py refuses others)
+    "launcher.sbatch.partition": NAME,
+    "launcher.sbatch.account": NAME,
+    "launcher.sbatch.qos": NAME,
+    "launcher.sbatch.reservation": NAME,
+    "launcher.sbatch.time": Rule("slurm_time", what="SLURM time limit (minutes, H:MM:SS, D-HH ...)"),
+    "launcher.sbatch.gres": Rule("gres", what="generic resources per node, e.g. gpu:8 or gpu:h100:8"),
+    "launcher.sbatch.gpus_per_node": _int(0, MAX_GPUS, "GPUs"),
+    "launcher.sbatch.exclusive": BOOL,
+    "launcher.sbatch.cpus_per_task": _int(1, 4096, "CPUs"),
+    "launcher.sbatch.mem": Rule("slurm_mem", what="memory per node, e.g. 64G (0: all of it)"),
+    "launcher.sbatch.constraint": Rule("slurm_constraint", what="node features, e.g. h100&ib"),
+    "launcher.sbatch_extra": Rule("sbatch_args", what="more sbatch options, --name=value each"),
+    "launcher.setup": Rule("lines", what="shell lines run in the job before the trial"),
+    "launcher.command": Rule("strs"),
+    "launcher.signal_s": _int(0, MAX_SECONDS, "seconds before the time limit (SIGUSR1)"),
+    "launcher.poll_s": _num(0.1, 3600, "seconds"),
+    "launcher.max_requeue": _int(0, 100, "runs again of a config whose job was lost"),
+    "launcher.job_name": NAME,
+    "launcher.free_port": BOOL,
     # -- workload
     "workload.name": NAME,
     "workload.contexts": Rule("ints", 1, MAX_CONTEXT, required=True, what="prompt tokens"),
@@ -234,7 +271,7 @@ RULES: dict[str, Rule] = {
     "workload.max_error_rate": _num(0, 1, "failed / sent requests"),
     "workload.prompt_source": _enum(*PROMPT_SOURCES),
     "workload.endpoint": _enum(None, *ENDPOINTS),  # null: the server's (server.endpoint)
-    "workload.dataset_path": PATH,
+    "workload.dataset_path": _file("jsonl"),
     "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.repeats": _int(1, 100, "measurements per cell"),
     "workload.coding": _enum(*CODING_EVALS, False, None),
@@ -264,4 +301,25 @@ RULES: dict[str, Rule] = {
     "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
     "objective.constraints.greedy_identical_min": _num(0, 1, "fraction of greedy answers equal to the baseline's"),
+    # -- Hydra's keys a run depends on (composed with the hydra node: sweep/compose/cmdline.py)
+    "hydra.run.dir": OUTDIR,
+    "hydra.sweep.dir": OUTDIR,
+    "hydra.sweep.subdir": SUBPATH,
+    "hydra.output_subdir": SUBPATH,
+    "hydra.job.name": NAME,
+    # -- hydra/sweeper=optuna (hydra_plugins/specsweep_optuna_sweeper/config.py, docs/search.md)
+    "hydra.sweeper.direction": Rule("directions"),
+    "hydra.sweeper.n_trials": _int(1, MAX_TRIALS, "trials in the whole study"),
+    # more than 1 only where trials run as jobs (launcher=slurm); the sweeper says so otherwise
+    "hydra.sweeper.n_jobs": _int(1, 4096, "trials in flight at once"),
+    "hydra.sweeper.seed": _int(0, MAX_SEED, "seed"),
+    "hydra.sweeper.storage": Rule("storage"),
+    "hydra.sweeper.study_name": TEXT,
+    "hydra.sweeper.heartbeat_interval": _num(0.05, 3600, "seconds"),
+    "hydra.sweeper.stale_after": _num(1, 30 * MAX_SECONDS, "seconds"),
+    "hydra.sweeper.quirks": _enum(*SWEEPER_QUIRKS),
+    "hydra.sweeper.prescreen.top_k": _int(0, MAX_TRIALS, "configs run first"),
+    "hydra.sweeper.prescreen.calibration": _file("calibration"),
+    "hydra.sweeper.pool.max_restarts": _int(0, 1000, "restarts per host"),
+    "hydra.sweeper.pool.restart_wait_s": _num(0, 3600, "seconds"),
 }

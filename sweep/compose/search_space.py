@@ -17,6 +17,7 @@ with the distributions it built.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from sweep.compose import bounds
@@ -50,12 +51,51 @@ def check_values(space: Mapping[str, Iterable[Any]],
                 raise ConfigError(err.key, f"{err.message} (a value of its search space)") from None
 
 
+SYNTAX = "choice(a, b, ...), range(start, stop[, step]), interval(low, high), int(interval(...)), tag(log, ...)"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_sweep(key: str, override: Any) -> None:
+    """One search-space expression: a range that holds values, an interval low <= high, finite
+    numbers, a log scale above 0 (ConfigError naming ``key``). The Optuna sweeper and the
+    command-line check both call it, so an expression is judged once, the same way."""
+    from hydra.core.override_parser.types import IntervalSweep, RangeSweep
+
+    if not override.is_sweep_override():
+        return
+    sweep = override.value()
+    start: Any
+    stop: Any
+    if isinstance(sweep, RangeSweep):
+        start, stop, step = sweep.start, sweep.stop, 1 if sweep.step is None else sweep.step
+        if not all(_number(v) and math.isfinite(v) for v in (start, stop, step)):
+            raise ConfigError(key, f"range() takes finite numbers, got range({start}, {stop}, step={step})")
+        if step == 0:
+            raise ConfigError(key, f"range({start}, {stop}, step=0): the step must not be 0")
+        if (step > 0 and start >= stop) or (step < 0 and start <= stop):
+            raise ConfigError(key, f"range({start}, {stop}, step={step}) is empty (the stop is exclusive; "
+                              "start must be below stop for a positive step)")
+    elif isinstance(sweep, IntervalSweep):
+        low: Any = sweep.start
+        high: Any = sweep.end
+        if not (_number(low) and _number(high) and math.isfinite(low) and math.isfinite(high)):
+            raise ConfigError(key, f"interval() takes two finite numbers, got interval({low}, {high})")
+        if low > high:
+            raise ConfigError(key, f"interval({low}, {high}): low must be <= high")
+        if "log" in (sweep.tags or set()) and low <= 0:
+            raise ConfigError(key, f"tag(log, interval({low}, {high})): a log scale needs low > 0")
+
+
 def _override_values(override: Any) -> list[Any]:
     """The values one Hydra override can take: a sweep's values (a long range's ends), or its value."""
     from hydra.core.override_parser.types import IntervalSweep, RangeSweep
 
     if not override.is_sweep_override():
         return [override.value()]
+    check_sweep(override.key_or_group, override)
     sweep = override.value()
     if isinstance(sweep, IntervalSweep):
         return [sweep.start, sweep.end]
@@ -91,9 +131,11 @@ def space_of(params: Mapping[str, Any] | None, sweeps: Sequence[str]) -> dict[st
         try:
             (override,) = parser.parse_overrides([line])
         except HydraException as exc:
-            key = line.split("=", 1)[0]
-            raise ConfigError(key or "overrides", f"not a search space: {str(exc).splitlines()[0]}") from None
+            key = line.split("=", 1)[0].lstrip("+~")
+            raise ConfigError(key or "overrides", f"not a search space ({SYNTAX}): "
+                              f"{str(exc).splitlines()[0]}") from None
         if override.is_delete():
             continue
-        out[override.key_or_group] = _override_values(override)
+        prefix = "++" if override.is_force_add() else "+" if override.is_add() else ""
+        out[prefix + override.key_or_group] = _override_values(override)
     return out

@@ -19,7 +19,7 @@ from sweep.compose.keys import OBJECTIVE_METRICS
 from sweep.compose.bounds import get as _v  # a key's value, typed and bounded by its rule
 from sweep.compose.hosts import check_hosts
 from sweep.errors import ConfigError
-from sweep.launch import LauncherSettings, SSHSettings
+from sweep.launch import BACKENDS, LauncherSettings, SlurmSettings, SSHSettings, slurm_seconds
 
 # Old metric names a config (objective.metric, hydra.sweeper.metrics) may still use, and
 # what they stand for: tok_s_c1 was the lowest measured concurrency's tok/s, c=1 or not.
@@ -142,8 +142,13 @@ def launcher_settings(node: Mapping[str, Any]) -> LauncherSettings:
         if node.get(secret) is not None:
             raise ConfigError(f"{p}.{secret}", "secrets never go in the config: set "
                               f"{env} in the environment instead")
+    entry = BACKENDS[name]
+    if node.get("hosts") and not entry.pool:
+        raise ConfigError(f"{p}.hosts", f"not with launcher={name}: the scheduler places each "
+                          "trial's job; hydra.sweeper.n_jobs sets how many run at a time")
     check_hosts(node, name)
-    ssh = _ssh(node) if name == "ssh" else None
+    own = _BUILDERS[entry.settings](node) if entry.settings else None
+    ssh = own if isinstance(own, SSHSettings) else None
     if ssh is not None and not ssh.host and not node.get("hosts"):
         raise ConfigError(f"{p}.host", "is required: a host name, address or ~/.ssh/config "
                           "alias (or a pool: launcher.hosts=[{host: a}, {host: b}])")
@@ -152,7 +157,38 @@ def launcher_settings(node: Mapping[str, Any]) -> LauncherSettings:
         poll_interval_s=_v(node, p, "poll_interval_s"), poll_max_s=_v(node, p, "poll_max_s"),
         stop_grace_s=_v(node, p, "stop_grace_s"), keep_server=_v(node, p, "keep_server"),
         log_tail_lines=_v(node, p, "log_tail_lines"), state_dir=_v(node, p, "state_dir"), ssh=ssh,
+        slurm=own if isinstance(own, SlurmSettings) else None,
         reap_grace_s=_v(node, p, "reap_grace_s", 3.0))
+
+
+SBATCH_KEYS = ("partition", "account", "qos", "reservation", "time", "gres", "gpus_per_node",
+               "exclusive", "cpus_per_task", "mem", "constraint")
+
+
+def _slurm(node: Mapping[str, Any]) -> SlurmSettings:
+    """``launcher=slurm``: every sbatch option by its rule, unknown ones refused (a typo such as
+    ``partiton`` would otherwise submit to the default partition)."""
+    p = "launcher"
+    sbatch = node.get("sbatch") or {}
+    if not isinstance(sbatch, Mapping):
+        raise ConfigError(f"{p}.sbatch", f"must be a mapping of sbatch options, got {sbatch!r}")
+    for k in sbatch:
+        if k not in SBATCH_KEYS:
+            raise ConfigError(f"{p}.sbatch.{k}", "is not a supported sbatch option; allowed: "
+                              f"{', '.join(SBATCH_KEYS)} (others: launcher.sbatch_extra)")
+    options = {k: _v(sbatch, f"{p}.sbatch", k) for k in SBATCH_KEYS}
+    signal_s = _required(node, "signal_s")
+    limit = slurm_seconds(str(options["time"])) if options["time"] is not None else None
+    if limit is not None and signal_s >= limit:
+        raise ConfigError(f"{p}.signal_s", f"must be shorter than the time limit "
+                          f"(launcher.sbatch.time={options['time']}, {limit} s), got {signal_s}")
+    command = _v(node, p, "command")
+    return SlurmSettings(
+        sbatch={k: v for k, v in options.items() if v is not None and v is not False},
+        extra=_v(node, p, "sbatch_extra", ()), setup=_v(node, p, "setup", ()),
+        command=tuple(command) if command else None, signal_s=signal_s,
+        poll_s=_required(node, "poll_s"), max_requeue=_required(node, "max_requeue"),
+        job_name=_required(node, "job_name"), free_port=_v(node, p, "free_port", True))
 
 
 def _ssh(node: Mapping[str, Any]) -> SSHSettings:
@@ -179,3 +215,7 @@ def _required(node: Mapping[str, Any], key: str) -> Any:
     if value is None:
         raise ConfigError(f"launcher.{key}", "is missing")
     return value
+
+
+# LauncherSettings field (sweep.launch.Backend.settings) -> the builder of that backend's settings
+_BUILDERS: dict[str, Any] = {"ssh": _ssh, "slurm": _slurm}

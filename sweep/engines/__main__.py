@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from sweep.errors import EXIT_CONFIG, ConfigError
+from sweep import errors
+from sweep.errors import ConfigError
 
 EPILOG = """examples:
   python -m sweep.engines llamacpp                     # build llama-server, get SmolLM2 + draft
@@ -46,19 +47,16 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return ap.parse_args(list(argv))
 
 
+@errors.command("sweep.engines")
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     from sweep.engines import InstallError, install, missing, paths, resolve, status
 
+    recipe, model = resolve(args.engine, args.overrides)  # a ConfigError: one line, exit 2
     try:
-        recipe, model = resolve(args.engine, args.overrides)
         found = paths(recipe, model)
-    except ConfigError as err:
-        print(err.one_line(), file=sys.stderr)
-        return EXIT_CONFIG
     except InstallError as err:  # a recipe naming an unknown method: the YAML is wrong
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_CONFIG
+        raise ConfigError(f"server={args.engine}", f"install: {err}") from None
     if args.check:
         gone = missing(recipe, model)
         for name, path in found.items():
@@ -70,11 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"not installed: {', '.join(gone)}; run: python -m sweep.engines {args.engine}",
                   file=sys.stderr)
         return 1 if gone else 0
-    try:
-        found = install(recipe, model, sdist=args.sdist, source_dir=args.source_dir, build_dir=args.build_dir)
-    except InstallError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    # an InstallError: one line at the boundary, exit 1
+    found = install(recipe, model, sdist=args.sdist, source_dir=args.source_dir, build_dir=args.build_dir)
     for name, path in found.items():
         print(f"{name}: {path}")
     return 0

@@ -20,13 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from sweep import errors
 from sweep.atomic import write_atomic
 
 MANIFEST = "install.json"
 
 
-class InstallError(RuntimeError):
-    """An install step failed or cannot run here; the message says what is missing and where."""
+class InstallError(errors.InstallError):
+    """An install step failed or cannot run here; the message says what is missing and where
+    (one line, exit 1 at the command's boundary)."""
 
 
 def say(msg: str) -> None:

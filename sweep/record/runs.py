@@ -18,6 +18,7 @@ from sweep.record._run_content import TAG_KIND, TAG_PARENT
 from sweep.record._tracking_uri import probe
 from sweep.record.naming import matches_sweep
 from sweep.record.result import FILENAME, TrialResult
+from sweep.errors import StorageError
 from sweep.record.tracking import Tracker
 
 _SECTIONS = {"spec": ("algorithm", "budget", "topk", "window"), "hardware": ("name", "tp", "ep", "dp"),
@@ -63,22 +64,22 @@ def doc_from_run(run: Any) -> TrialResult:
 def docs_from_mlflow(tracking_uri: str | None, experiment: str, *, sweep_id: str | None = None,
                      hardware: str | None = None, spec: str | None = None,
                      full: bool = False) -> tuple[list[TrialResult], list[str]]:
-    """Trial runs of an experiment (and their run ids); raises SystemExit with one line
-    when the store is missing or unreachable."""
+    """Trial runs of an experiment (and their run ids); raises StorageError (one line at the
+    command's boundary, exit 2) when the store is missing or unreachable."""
     from mlflow.tracking import MlflowClient
 
     tracker = Tracker({"tracking_uri": tracking_uri, "experiment": experiment})
     uri = tracker.tracking_uri
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):].partition("?")[0]).exists():
-        raise SystemExit(f"error: no MLflow store at {uri}: run from the launch directory, "
-                         "or pass --tracking-uri / --dir")
+        raise StorageError(uri, "no MLflow store here: run from the launch directory, "
+                           "or pass --tracking-uri / --dir")
     if problem := probe(uri):
-        raise SystemExit(f"error: MLflow at {tracker.display_uri} is unreachable: {problem} "
-                         "(--dir DIR reads the result files instead)")
+        raise StorageError(tracker.display_uri, f"MLflow is unreachable: {problem} "
+                           "(--dir DIR reads the result files instead)")
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        raise SystemExit(f"error: no experiment {experiment!r} at {tracker.display_uri}")
+        raise StorageError(tracker.display_uri, f"no experiment {experiment!r} in this MLflow store")
     filters = [f"tags.`{TAG_KIND}` = 'trial'"]
     for tag, value in (("hardware", hardware), ("spec.algorithm", spec)):
         if value:

@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
 from sweep import secrets
+from sweep.errors import EXIT_FAILED, SweepError
 from sweep.atomic import write_atomic
 from sweep.compose.settings import Mlflow
 from sweep.record import _tracking_off
@@ -65,8 +66,13 @@ _experiment_ids: dict[tuple[str, str], str] = {}
 _STALE_EXPERIMENT = frozenset({"INVALID_PARAMETER_VALUE", "INVALID_STATE", "RESOURCE_DOES_NOT_EXIST"})
 
 
-class TrackingUnavailable(RuntimeError):
-    """MLflow cannot be reached; the message says where and why (``timed_out``: it hung)."""
+class TrackingUnavailable(SweepError):
+    """MLflow cannot be reached; the message says where and why (``timed_out``: it hung).
+
+    Trials and sync record it and go on; at a boundary it is one line, exit 1.
+    """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, message: str, *, timed_out: bool = False) -> None:
         super().__init__(message)

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from sweep import errors
+
 FORMATS = ("table", "csv", "json", "md", "html")
 
 
@@ -47,8 +49,7 @@ def _from_dir(args: argparse.Namespace, on_error: Callable[[Path, Exception], No
     from sweep.report.table import docs_from_dir
 
     if not args.dir.is_dir():
-        print(f"error: --dir {args.dir}: not a directory", file=sys.stderr)
-        raise SystemExit(2)
+        raise errors.ConfigError("--dir", f"{args.dir}: not a directory")
     docs, sources = docs_from_dir(args.dir, on_error=on_error)
     keep = []
     for i, d in enumerate(docs):
@@ -78,6 +79,7 @@ def _sweep_title(paths: list[Path]) -> str | None:
     return None
 
 
+@errors.command("sweep.report")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     from rich.console import Console

@@ -31,17 +31,20 @@ from typing import Any, Mapping
 
 import yaml
 
+from sweep.compose.input_files import CALIBRATION_OFF, CALIBRATION_SCHEMA
+from sweep.errors import ConfigError
+
 PRIORS_FILE = Path(__file__).with_name("priors.yaml")
 SHIPPED_DIR = Path(__file__).with_name("calibrations")
 ENV_DIR = "SPECSWEEP_CALIBRATIONS"
 KEY = "hardware.perf.calibration"
 UNCALIBRATED = "uncalibrated: spec-sheet physics"
-OFF = ("none", "off", "false", "uncalibrated")
-SCHEMA = 1
+OFF = CALIBRATION_OFF
+SCHEMA = CALIBRATION_SCHEMA
 
 
-class CalibrationError(ValueError):
-    """A calibration that cannot be used; the message is one line naming the key."""
+class CalibrationError(ConfigError):
+    """A calibration that cannot be used: one line naming the key (``hardware.perf.calibration``)."""
 
 
 @lru_cache(maxsize=1)
@@ -152,7 +155,7 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
             return None
         path = Path(str(explicit)).expanduser()
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
-            raise CalibrationError(f"error: {KEY}: no calibration file at {str(explicit)!r} "
+            raise CalibrationError(KEY, f"no calibration file at {str(explicit)!r} "
                                    f"(a .yaml written by python -m sweep.calibrate, or 'none')")
         return path
     if explicit is False:
@@ -170,18 +173,17 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
 
 def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
     """A calibration file over the priors (missing constants stay at their prior)."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CalibrationError(f"error: {KEY}: cannot read {path}: {exc}".splitlines()[0]) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("constants"), dict):
-        raise CalibrationError(f"error: {KEY}: {path} is not a calibration file (schema {SCHEMA} "
-                               f"with a 'constants' mapping, as python -m sweep.calibrate writes)")
+    from sweep.compose.input_files import read_calibration
+
+    try:  # the file's shape is read where the config check reads it (one reader of the format)
+        doc = read_calibration(KEY, Path(path))
+    except ConfigError as err:
+        raise CalibrationError(err.key, err.message) from None
     nvlink = _nvlink(hardware or {"perf": {"nvlink": doc.get("nvlink", True)}})
     values = prior_values(nvlink)
     for name, value in doc["constants"].items():
         if name not in values or not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise CalibrationError(f"error: {KEY}: {path}: constants.{name} is not a known number "
+            raise CalibrationError(KEY, f"{path}: constants.{name} is not a known number "
                                    f"(known: {', '.join(fitted_names())})")
         values[name] = float(value)
     unc = doc.get("uncertainty") or {}
@@ -219,5 +221,5 @@ def resolve(hardware: Mapping[str, Any], calibration: Any = None) -> Calibration
         return uncalibrated(hardware)
     path = Path(str(calibration)).expanduser()
     if not path.is_file():
-        raise CalibrationError(f"error: calibration: no calibration file at {str(calibration)!r}")
+        raise CalibrationError("calibration", f"no calibration file at {str(calibration)!r}")
     return load(path, hardware)

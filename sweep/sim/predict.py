@@ -23,9 +23,10 @@ import math
 import sys
 from typing import Any, Mapping, Sequence
 
+from sweep import errors
 from sweep.sim import constants
 from sweep.sim.cells import cell
-from sweep.sim.constants import Calibration, CalibrationError
+from sweep.sim.constants import Calibration
 from sweep.sim.perf import box_of, startup_failure
 
 USAGE = """\
@@ -174,6 +175,7 @@ def _coding_line(coding: Mapping[str, Any]) -> str:
             f"mean {coding['mean_tok_s']:.1f} tok/s -- {each}")
 
 
+@errors.command("sweep.sim.predict")
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
@@ -187,29 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             calibration = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
             args = args[:i] + args[i + (1 if "=" in a else 2):]
             if not calibration:
-                print("error: --calibration: needs a path or 'none'", file=sys.stderr)
-                return 2
+                raise errors.ConfigError("--calibration", "needs a path or 'none'")
             break
     unknown = [a for a in args if a.startswith("--")]
     if unknown:
-        print(f"error: {unknown[0]}: unknown option (allowed: --calibration, --json, Hydra overrides)",
-              file=sys.stderr)
-        return 2
-    from sweep.compose.config import from_omegaconf
-    from sweep.errors import EXIT_CONFIG, ConfigError
+        raise errors.ConfigError(unknown[0], "unknown option (allowed: --calibration, --json, Hydra overrides)")
     from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
 
-    try:
-        trial = from_omegaconf(compose(args))
-        pred = predict(trial, calibration=calibration, band=True)
-        if trial.workload.coding != "off":
-            pred["coding"] = predict_coding(trial, calibration=calibration)
-    except ConfigError as err:
-        print(err.one_line(), file=sys.stderr)
-        return EXIT_CONFIG
-    except CalibrationError as err:
-        print(str(err), file=sys.stderr)
-        return 2
+    # a ConfigError (CalibrationError is one): one line at the boundary, exit 2
+    trial = from_omegaconf(compose(args))
+    pred = predict(trial, calibration=calibration, band=True)
+    if trial.workload.coding != "off":
+        pred["coding"] = predict_coding(trial, calibration=calibration)
     if as_json:
         print(json.dumps(pred, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
     else:

@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:  # a bad calibration path is a usage error, before anything binds or loads
         perf.calibration(_hardware(args))
     except CalibrationError as exc:
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(exc.one_line() + "\n")
         sys.exit(2)
     logging.getLogger("asyncio").setLevel(logging.ERROR)
     try:

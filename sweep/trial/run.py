@@ -69,7 +69,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     (:mod:`sweep.trial.hooks`); one that raises StopTrial ends the matrix there:
     the trial is ``pruned`` with the cells measured so far.
     """
-    from sweep.bench import acceptance
+    from sweep.bench import acceptance, reported
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
@@ -110,7 +110,12 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     # requests sent twice because the server closed a kept-alive connection unanswered
     doc.requests_retried = sum(r.retries for c in cells for r in c.results)
     doc.accept_len.requests = score.trial_accept_len(doc.cells)
+    bad: str | None = None
     from_log = readers.log.read(launcher.log_since(mark))
+    try:  # figures the server reports are checked like its usage (sweep/bench/reported.py)
+        from_log = reported.metrics_window(from_log, "log") if from_log else from_log
+    except reported.BadReport as exc:
+        bad, from_log = str(exc), None
     doc.accept_len.log = from_log.get("accept_len") if from_log else None
     doc.accept_len.log_samples = from_log.get("samples") if from_log else 0
     doc.accept_len.absent = frozenset()
@@ -120,6 +125,10 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         after = _metrics(cfg, readers, base_url) or {}
         window = readers.metrics.read(metrics_delta(before, after))
         window["per_position"] = readers.metrics.positions(before, after, window.get("drafts"))
+        try:
+            window = reported.metrics_window(window, "/metrics")
+        except reported.BadReport as exc:
+            bad, window = bad or str(exc), {}
         doc.acceptance.metrics = CounterWindow.from_dict(window)
         doc.accept_len.metrics = window.get("accept_len")
     failed = bench_errors.tally(cells, coding)
@@ -128,6 +137,9 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         _fail(doc, "crashed", _crash_message(text), _tail(text, cfg.launcher.log_tail_lines))
     elif message := bench_errors.verdict(failed, wl.max_error_rate):
         _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
+    elif bad is not None:  # the server reported nonsense: nothing it measured is trusted
+        _fail(doc, bench_errors.REASON, f"{reported.KIND}: {bad}",
+              _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
 
 
 def _exits(launcher: Any, wait_s: float = 5.0) -> bool:

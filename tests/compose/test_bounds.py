@@ -114,13 +114,13 @@ def test_unit_dir_and_workdir_are_paths_on_the_box(tmp_path: Path) -> None:
         bounds.check("launcher.state_dir", f"{tmp_path}/a\nb")
 
 
-def test_the_optuna_sweeper_refuses_a_bad_space_before_the_study(capsys: pytest.CaptureFixture[str]) -> None:
-    """The sweeper's own call (for spaces the command-line check does not see, e.g. a --config-dir)."""
+def test_the_optuna_sweeper_refuses_a_bad_space_before_the_study() -> None:
+    """The sweeper's own call (for apps without the command-line check): it raises, the boundary prints."""
     from hydra_plugins.specsweep_optuna_sweeper import _impl, _space
 
     _impl._refuse_bad_values(_space.parse({"spec.budget": "choice(4, 8)"}, ["spec.window=interval(512, 4096)"]))
-    with pytest.raises(SystemExit) as info:
+    with pytest.raises(ConfigError) as info:
         _impl._refuse_bad_values(_space.parse({"spec.budget": "choice(4, -1)"}, []))
-    assert info.value.code == 2
-    assert capsys.readouterr().err.strip() == ("error: spec.budget: must be in [1, 1024] (draft tokens per step), "
-                                               "got -1 (a value of its search space)")
+    assert info.value.exit_code == 2
+    assert info.value.one_line() == ("error: spec.budget: must be in [1, 1024] (draft tokens per step), "
+                                     "got -1 (a value of its search space)")

@@ -113,7 +113,7 @@ def test_ssh_secrets_are_refused_in_the_config() -> None:
 def test_prompt_source_keys() -> None:
     with pytest.raises(ConfigError) as info:
         build("workload.prompt_source=dataset", "workload.dataset_path=/nonexistent/p.jsonl")
-    assert info.value.key == "workload.dataset_path" and "existing JSONL file" in info.value.message
+    assert info.value.key == "workload.dataset_path" and "no such file" in info.value.message
     with pytest.raises(ConfigError) as info:
         build("workload.prompt_source=random_ids", "server.endpoint=chat")
     assert info.value.key == "workload.prompt_source" and "server.endpoint=completions" in info.value.message

@@ -20,7 +20,7 @@ from typing import Any
 from sweep.compose import bounds
 
 CONTEXTS: list[list[str]] = [
-    [], ["launcher=ssh", "launcher.host=box"], ["server=llamacpp"],
+    [], ["launcher=ssh", "launcher.host=box"], ["launcher=slurm"], ["server=llamacpp"],
     ["server=llamacpp", "spec=llamacpp_ngram"], ["server=llamacpp", "spec=llamacpp_draft"], ["server=vllm"],
 ]
 
@@ -73,6 +73,12 @@ ISSUE: list[BadInput] = [
     BadInput(("launcher=ssh", "launcher.host=box", "launcher.workdir=relative"), "launcher.workdir", "path"),
     BadInput(("launcher.hosts=[{server_port: 0}]",), "launcher.hosts", "pool entry"),
     BadInput(("launcher.hosts=[{reap_grace_s: maybe}]",), "launcher.hosts", "pool entry"),
+    BadInput(("launcher=slurm", "launcher.sbatch.partiton=gpu"), "launcher.sbatch.partiton",
+             "unknown sbatch option"),
+    BadInput(("launcher=slurm", "launcher.sbatch.time=1", "launcher.signal_s=120"), "launcher.signal_s",
+             "across keys"),
+    BadInput(("launcher=slurm", "launcher.hosts=[{server_port: 31001}]"), "launcher.hosts",
+             "no pool on slurm"),
     BadInput(("spec=nope",), "spec", "unknown option"),
     BadInput(("spec.bugdet=8",), "spec.bugdet", "unknown key"),
     BadInput(("spec.budget=8,",), "spec.budget", "grammar"),
@@ -101,7 +107,15 @@ def _composed(i: int) -> Any:
 
 
 def _where(key: str) -> tuple[list[str], str]:
-    """(context overrides, the override's key: ``+key`` when no shipped group sets it)."""
+    """(context overrides, the override's key: ``+key`` when no shipped group sets it).
+
+    Hydra's keys: the sweeper's with the Optuna sweeper, the sweep's in a multirun."""
+    if key.startswith("hydra.sweeper."):
+        return ["-m", "hydra/sweeper=optuna"], key
+    if key.startswith("hydra.sweep."):
+        return ["-m"], key
+    if key.startswith("hydra."):
+        return [], key
     for i, context in enumerate(CONTEXTS):
         if _lookup(_composed(i), key):
             return context, key
@@ -159,6 +173,20 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "mapping": [("5", "wrong type")],
         "list": [("5", "wrong type")],
         "figure": [("-1", "negative"), ("'a b'", "wrong type")],
+        "cpus": [("'0-3;id'", "injection"), ("abc", "not a core list")],
+        "slurm_time": [("2h", "time syntax"), ("'1:2:3:4'", "time syntax")],
+        "gres": [("'gpu 8'", "gres syntax"), ("'gpu:8;id'", "injection")],
+        "slurm_mem": [("64GB", "memory syntax")],
+        "slurm_constraint": [("'a b'", "spaces"), ("'x$(id)'", "injection")],
+        "sbatch_args": [("['--x y']", "spaces"), ("[partition=gpu]", "not an option")],
+        "lines": [("{a: 1}", "wrong type")],
+        "file": [("/dev/zero", "special file"), ("/nonexistent/specsweep-x", "missing file"),
+                 ("/etc/hostname", "not what it claims")],
+        "outdir": [("/proc/specsweep-x", "pseudo filesystem"), ("/etc/hostname/x", "not a directory")],
+        "subpath": [("../../x", "path escape"), ("/tmp/x", "absolute")],
+        "storage": [("notaurl", "malformed URL"), ("sqlite:////proc/x/a.db", "unwritable"),
+                    ("'postgresql+psycopg://u@127.0.0.1:1/db'", "unreachable")],
+        "directions": [("sideways", "bad enum"), ("[maximize,up]", "bad enum")],
     }
     values = table[kind]
     return values if full else values[:1]

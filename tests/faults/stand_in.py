@@ -15,6 +15,10 @@ matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
 * ``disconnect``   two good chunks, then the connection is cut mid-stream;
 * ``stall``        a 200 with headers, then nothing, ever (the client's timeout);
 * ``fail_every_N`` every Nth chat request gets the 500, the others ``ok``;
+* ``usage_negative`` / ``usage_absurd`` / ``usage_inf`` / ``usage_string`` / ``running_down``:
+                   a well-formed stream whose usage reports -4 tokens, 10^30 tokens,
+                   1e400 (JSON's way to overflow a float), "4", or running counts that go down;
+* ``metrics_negative`` answers every request ``ok`` and reports ``sglang:spec_accept_length -2.5``;
 * ``code``         the chosen "model code" of ``$HOSTILE_CODE_FILE`` (hostile_responder).
 
 Stdlib only (plus its sibling ``hostile_responder.py``), so it needs nothing of the project.
@@ -60,7 +64,26 @@ def _good(chat: bool) -> list[bytes]:
 COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
 
 
+USAGE = {"usage_negative": b"-4", "usage_absurd": b"1" + b"0" * 30, "usage_inf": b"1e400", "usage_string": b'"4"'}
+
+
+def _bad_usage(good: list[bytes], mode: str, chat: bool) -> list[bytes]:
+    """``good`` with its usage block's completion_tokens replaced by a raw JSON number (or running counts)."""
+    if mode == "running_down":
+        def running(text: str, ct: int) -> bytes:
+            return _event({**_chunk(text, chat), "usage": {"prompt_tokens": 10, "completion_tokens": ct}})
+        return [good[0], running("stand-in ", 3), running("answer ", 1), *good[3:]]
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": ' + USAGE[mode] + b"}}\n\n"
+    return [*good[:4], usage, good[-1]]
+
+
 class StandIn(Handler):
+    def do_GET(self) -> None:
+        if self.path == "/metrics" and MODE == "metrics_negative":
+            self._send(200, b"sglang:spec_accept_length -2.5\n", "text/plain")
+            return
+        super().do_GET()
+
     def do_POST(self) -> None:
         if self.path not in COMPLETIONS or MODE == "code":
             super().do_POST()
@@ -81,8 +104,10 @@ class StandIn(Handler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        if mode == "ok":
+        if mode in ("ok", "metrics_negative"):
             self.wfile.write(b"".join(good))
+        elif mode in USAGE or mode == "running_down":
+            self.wfile.write(b"".join(_bad_usage(good, mode, chat=self.path == COMPLETIONS[0])))
         elif mode == "broken_sse":
             self.wfile.write(good[0] + b'data: {"choices": [{"delta": {"content": "tru\n\n' + good[-1])
         elif mode == "disconnect":

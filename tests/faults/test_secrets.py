@@ -107,3 +107,41 @@ def test_no_canary_anywhere_and_the_trials_still_authenticate(tmp_path: Path) ->
     assert yaml.safe_load((job / ".hydra" / "config.yaml").read_text())["server"]["api_key"] == "***"
     assert (Path(single_doc["trial"]["job_dir"]) / "server.log").stat().st_size > 0
     assert "--api-key ***" in dry.stdout.splitlines()[-1]
+
+
+SEARCH_CANARIES = {
+    "api_key": "sk-canary-search-key-6Hs",
+    "ssh_pass": "canary-sshpass-2Lq",
+    "url_password": "canary-urlpw-8Tn",
+}
+
+
+def search_hits(root: Path, *texts: str) -> list[str]:
+    found = [f"{p.relative_to(root)}: {name}" for p in sorted(root.rglob("*")) if p.is_file()
+             for name, value in SEARCH_CANARIES.items() if value.encode() in p.read_bytes()]
+    return found + [f"output {i}: {name}" for i, text in enumerate(texts)
+                    for name, value in SEARCH_CANARIES.items() if value in text]
+
+
+def test_a_search_and_a_host_pool_keep_every_secret_out(tmp_path: Path) -> None:
+    """Issue 24, class 6: best.yaml, the printed rerun line, the pool workers' .hydra/ files, a key added
+    with + whose name says it is a secret, a password inside a URL -- in every file, output and MLflow."""
+    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}", f"+launcher.ssh_pass={SEARCH_CANARIES['ssh_pass']}",
+                   f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
+    space = ["hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "~hydra/sweeper/space", "spec.budget=choice(4,8)",
+             "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
+    for sub in ("search", "pool"):
+        (tmp_path / sub).mkdir()
+    search = run(tmp_path / "search", "-m", *FAST, f"server.port={free_port()}", *space, *secret_args,
+                 f"hydra.sweep.dir={tmp_path / 'search' / 'sweep'}")
+    pool = run(tmp_path / "pool", "-m", *FAST, *space, *secret_args, f"hydra.sweep.dir={tmp_path / 'pool' / 'sweep'}",
+               f"launcher.hosts=[{{server_port: {free_port()}}},{{server_port: {free_port()}}}]")
+    for proc in (search, pool):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert search_hits(tmp_path, *(p.stdout + p.stderr for p in (search, pool))) == []
+    best = (tmp_path / "search" / "sweep" / "best.yaml").read_text()
+    assert "api_key: ???" in best and "give server.api_key=..., launcher.ssh_pass=... again" in best
+    assert "https://user:***@hf.example.com/m" in best
+    assert "# and server.api_key=... launcher.ssh_pass=..." in search.stdout
+    workers = list((tmp_path / "pool" / "sweep").glob("[0-9]*/.hydra/overrides.yaml"))
+    assert len(workers) == 2 and all("server.api_key=***" in w.read_text() for w in workers)

@@ -56,7 +56,7 @@ def test_keep_server_is_left_running_unless_forced(tmp_path: Path) -> None:
 def test_unknown_launcher_name() -> None:
     """Refused where the settings are read (the key table: one line, the key, the allowed names);
     settings built around that check still cannot reach a launcher that does not exist."""
-    with pytest.raises(ValueError, match=r"^launcher\.name: must be one of local, ssh, got 'carrier-pigeon'$"):
+    with pytest.raises(ValueError, match=r"^launcher\.name: must be one of local, ssh, slurm, got 'carrier-pigeon'$"):
         settings(name="carrier-pigeon")
-    with pytest.raises(ValueError, match=r"launcher\.name: unknown launcher 'carrier-pigeon' \(allowed: local, ssh\)"):
+    with pytest.raises(ValueError, match=r"launcher\.name: unknown launcher 'carrier-pigeon' \(allowed: local, ssh, slurm\)"):
         launchers.get_launcher(dataclasses.replace(settings(), name="carrier-pigeon"))

@@ -20,7 +20,9 @@ import httpx
 import pytest
 import yaml
 
+from sweep.errors import ConfigError
 from sweep.sim import constants, measured
+from sweep.sim.launch import render_overrides
 from sweep.sim.predict import predict, predict_cells, predict_coding
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +146,7 @@ def test_calibration_lookup_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert constants.for_hardware(hw("h200")).source == constants.UNCALIBRATED
     none = {**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": "none"}}
     assert not constants.for_hardware(none).calibrated
-    with pytest.raises(constants.CalibrationError, match=r"^error: hardware\.perf\.calibration: no calibration file"):
+    with pytest.raises(constants.CalibrationError, match=r"^hardware\.perf\.calibration: no calibration file"):
         constants.for_hardware({**hw("b300"), "perf": {**hw("b300")["perf"], "calibration": str(tmp_path / "x.yaml")}})
     # the user dir wins over the shipped file; perf.box names the box explicitly
     user = tmp_path / "user"
@@ -212,6 +214,15 @@ def test_sim_server_runs_on_its_boxs_calibration(sim_server, tmp_path: Path) -> 
     plain = sim_server("hardware=b300", "+hardware.perf.calibration=none")
     assert httpx.get(plain.base_url + "/get_server_info", timeout=10).json()["sim"]["calibration"] == \
         constants.UNCALIBRATED
-    broken = sim_server("hardware=b300", f"+hardware.perf.calibration={tmp_path / 'missing.yaml'}", wait=False)
-    assert broken.wait_exit() == 2
-    assert "error: hardware.perf.calibration: no calibration file" in broken.log_text()
+    # the harness refuses a missing calibration before any server starts (issue 24) ...
+    with pytest.raises(ConfigError, match=r"^hardware\.perf\.calibration: no such file"):
+        sim_server("hardware=b300", f"+hardware.perf.calibration={tmp_path / 'missing.yaml'}", wait=False)
+    # ... and the simulator itself still does, started by hand with a file gone by then
+    gone = tmp_path / "gone.yaml"
+    shutil.copy(SHIPPED / "pro6000.yaml", gone)
+    argv, env, _ = render_overrides(["server=sim", "server.port=1", "hardware=b300",
+                                     f"+hardware.perf.calibration={gone}"])
+    gone.unlink()
+    proc = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "error: hardware.perf.calibration: no calibration file" in proc.stdout + proc.stderr

@@ -1,0 +1,77 @@
+"""One sweep per sweep dir at a time: an exclusive lock on ``<sweep dir>/.specsweep.lock``.
+
+Two grids started on the same ``hydra.sweep.dir`` at once wrote the same job
+dirs (``0/``, ``1/`` ...): the second silently overwrote the first's results.
+The first multirun now holds an ``flock`` on a file in the sweep dir for as
+long as it runs (the kernel drops it when the process dies, however it
+dies, so a killed sweep never leaves a stale lock); a second one is refused
+at once, in one line naming the dir and who holds it. Rerunning a finished or
+killed sweep on its dir (resume) takes the free lock as before. A host
+pool's workers run inside their controller's sweep and take no lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from sweep.errors import StorageError
+
+FILENAME = ".specsweep.lock"
+KEY = "hydra.sweep.dir"
+
+
+class SweepDirLock:
+    """Held while a multirun runs; :meth:`release` (or the process's end) frees it."""
+
+    def __init__(self, sweep_dir: Path, fd: int) -> None:
+        self.sweep_dir = sweep_dir
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return "another process"
+    if not isinstance(info, dict):
+        return "another process"
+    since = info.get("since")
+    when = time.strftime(" since %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else ""
+    return f"pid {info.get('pid', '?')} on {info.get('host', '?')}{when}"
+
+
+def acquire(sweep_dir: str | os.PathLike[str]) -> SweepDirLock:
+    """Lock ``sweep_dir`` (made if missing) for this process; StorageError if another sweep holds it."""
+    folder = Path(sweep_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / FILENAME
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StorageError(KEY, f"{folder}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StorageError(KEY, f"{folder} is in use by another sweep ({_holder(path)}): wait for it to "
+                           "end, or give this one its own hydra.sweep.dir") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                  "since": time.time()}).encode(), 0)
+    except OSError:
+        pass  # who holds it is a courtesy; the lock itself is what counts
+    return SweepDirLock(folder, fd)

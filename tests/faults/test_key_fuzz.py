@@ -1,0 +1,339 @@
+"""A fuzz test generated from the key table: every key, values its kind must refuse (issue 24).
+
+For each key of ``sweep.compose.keys.RULES`` (a ``x.*`` key through one of its
+children), in a context where the key exists (``tests/faults/bad_inputs.py``:
+``launcher=ssh`` for SSH keys, ``-m hydra/sweeper=optuna`` for the sweeper's),
+hypothesis draws values from the classes the key's *kind* must refuse:
+
+* wrong types -- a word for a number, a list or a mapping for a scalar, a
+  boolean for a string, a scalar for a mapping;
+* out of bounds -- past either end of a number's range, far past it (digits
+  beyond what a float holds);
+* special floats -- ``nan``, ``inf``, ``-inf``, ``1e309``;
+* huge strings (past 4,096 characters) and empty strings where a value is
+  required; control characters (newline, NUL);
+* path keys -- special files (``/dev/zero``, ``/dev/null``, a FIFO, a socket,
+  ``/proc/self/mem``), traversal (``../../``), a missing file, a directory, an
+  empty file, a file that is not what the key reads (``/etc/hostname`` as a
+  dataset, a tokenizer, a calibration), an output dir that cannot be written;
+* URL keys -- malformed URLs (no host, a bad port, a broken IPv6 literal, two
+  slashes for SQLite, spaces, an unknown database), an unreachable database.
+
+Breadth runs in this process through :func:`sweep.compose.cmdline.validate`
+(what ``python -m sweep`` runs before Hydra): it must raise a SweepError
+naming the fuzzed key (``key`` or ``key[i]``), printing as one line, exit
+code 2. A seeded sample of the same generated cases runs through the real CLI
+as subprocesses: exit 2, one line on stderr naming the key, no traceback,
+nothing written, no server on the run's port. Seeded (``derandomize``) and
+bounded (``max_examples``) to stay within about two minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from _support import free_port, subprocess_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from faults.bad_inputs import _child, _where
+from faults.orphan_scenarios import Server, port_free
+from sweep import plugins
+from sweep.compose import bounds, cmdline
+from sweep.compose.keys import RULES, Rule
+from sweep.errors import EXIT_INPUT, SweepError
+
+plugins.register()
+
+FILES = Path(tempfile.mkdtemp(prefix="specsweep-fuzz-files-"))
+
+
+def _special_files() -> dict[str, str]:
+    """Paths of each kind of file a path key must not accept (made once for the module)."""
+    fifo = FILES / "fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    sock_path = FILES / "sock"
+    if not sock_path.exists():
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(sock_path))  # left bound: a socket file on disk
+    (FILES / "empty.jsonl").write_text("")
+    (FILES / "binary.json").write_bytes(b"\x00\xff\xfe" * 100)
+    (FILES / "notjson.jsonl").write_text("this is not json\n{broken\n")
+    (FILES / "nocal.yaml").write_text("schema: 1\nconstants: 5\n")
+    (FILES / "dir").mkdir(exist_ok=True)
+    return {"fifo": str(fifo), "socket": str(sock_path), "empty": str(FILES / "empty.jsonl"),
+            "binary": str(FILES / "binary.json"), "notjson": str(FILES / "notjson.jsonl"),
+            "nocal": str(FILES / "nocal.yaml"), "dir": str(FILES / "dir")}
+
+
+SPECIAL = _special_files()
+
+
+def q(text: str) -> str:
+    """A Hydra quoted string (no quotes or backslashes inside the texts used here)."""
+    return f"'{text}'"
+
+
+def _num(x: float) -> str:
+    return bounds._fmt(x)
+
+
+# ------------------------------------------------------------------------------ bad values by kind
+
+WRONG_SCALAR = st.sampled_from(["abc", "[1,2]", "{a: 1}", "true"])
+SPECIAL_FLOATS = st.sampled_from(["nan", "inf", "-inf", "1e309", "-1e309"])
+HUGE = st.integers(min_value=4_100, max_value=6_000).map(lambda n: "x" * n)
+CONTROL = st.sampled_from([q("a\nb"), q("a\rb"), q("a\x00b")])
+SPECIAL_PATH_LIST = ["/dev/zero", "/dev/null", "/dev/urandom", SPECIAL["fifo"], SPECIAL["socket"],
+                     "/proc/self/mem", "/proc/self/environ", "/sys/kernel/notes"]
+SPECIAL_PATHS = st.sampled_from(SPECIAL_PATH_LIST)
+MALFORMED_URLS = st.sampled_from([q(u) for u in (
+    "http://", "https://", "http://[::1", "http://host:99999", "https://:80/x", "http:/host",
+    "sqlite://relative.db", "://x", "http://a b", "postgresql://u@h:70000/d", "postgresql://u@h:port/d")])
+
+
+def _numbers(rule: Rule) -> st.SearchStrategy[str]:
+    out = [WRONG_SCALAR, SPECIAL_FLOATS, st.just("''")]
+    if rule.hi is not None:
+        out.append(st.integers(min_value=int(rule.hi) + 1, max_value=int(rule.hi) * 1000 + 10**12).map(str))
+        out.append(st.sampled_from(["1" + "0" * 400, "9" * 5000]))  # past a float, past int parsing
+    if rule.lo is not None:
+        out.append(st.integers(min_value=int(rule.lo) - 10**12, max_value=int(rule.lo) - 1).map(str))
+    if rule.kind == "int":
+        out.append(st.sampled_from(["1.5", "0.25", "-0.5"]))
+    return st.one_of(out)
+
+
+def _texts(extra: list[str]) -> st.SearchStrategy[str]:
+    # (no bare `true`: Hydra's typed str keys, hydra.job.name, take it as the word "true")
+    return st.one_of(st.sampled_from(extra), HUGE, CONTROL, st.sampled_from(["[a,b]", "{a: 1}"]))
+
+
+def strategy(rule: Rule) -> st.SearchStrategy[str]:
+    """Override values (Hydra's grammar) that the rule must refuse."""
+    kind = rule.kind
+    if kind in ("int", "float"):
+        return _numbers(rule)
+    if kind in ("ints", "floats"):
+        inner = _numbers(rule).filter(lambda v: not v.startswith(("[", "{")) and v != "''")
+        return st.one_of(inner.map(lambda v: f"[{v}]"), st.sampled_from(["{a: 1}", "[[1]]"]),
+                         *([st.just("[]"), st.just("abc")] if kind == "ints" else [st.just("abc")]))
+    if kind == "bool":
+        return st.sampled_from(["maybe", "yes", "no", "1", "0", "''", "[true]", "{a: 1}", "nan"])
+    if kind == "enum":
+        choices = {str(c).lower() for c in rule.choices}
+        return st.one_of(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+                         .filter(lambda w: w not in choices and w not in ("true", "false", "null", "nan", "inf")),
+                         st.sampled_from(["[a]", "{a: 1}", q("$(reboot)"), "''"]).filter(lambda w: w != "''" or
+                                                                                             "" not in choices))
+    if kind == "str":  # (true/false: a word for Hydra's typed str keys)
+        return st.one_of(HUGE, CONTROL, st.sampled_from(["[a,b]", "{a: 1}"]))
+    if kind == "name":
+        return _texts(["''", q("a b"), q("a/b"), q("../../x"), q("$(id)"), q("a;b"), q("-x")])
+    if kind in ("host", "ssh_host"):  # (a..b is no host name, but it may be an ~/.ssh/config alias)
+        return _texts(["''", q("a b"), q("-oProxyCommand=id"), q("$(id)"), q("a;b")]
+                      + ([q("a..b")] if kind == "host" else []))
+    if kind == "user":
+        return _texts([q("a;b"), q("a b"), q("-x"), q("$(id)")])
+    if kind == "gateway":
+        return _texts([q("a b"), q("h:99999"), q("u@-x"), q("a;b")])
+    if kind == "unit":
+        return _texts(["../../X", q("a b"), q("-x"), q("x;y.service"), q("$(id)"), "''"])
+    if kind == "abspath":
+        return _texts(["relative/dir", "/etc/../tmp", "a/../../b"])
+    if kind == "remote_dir":
+        return _texts(["relative", "''", "x/y"])
+    if kind == "url_path":
+        return _texts(["health", q("/a b"), q("x/y")])
+    if kind == "url_paths":
+        return st.sampled_from(["[health]", "[/ok,x]", "{a: 1}", q("/a b")])
+    if kind == "uri":
+        return st.one_of(MALFORMED_URLS, HUGE, CONTROL, st.sampled_from(["[a]", "{a: 1}"]))
+    if kind == "storage":
+        return st.one_of(MALFORMED_URLS, st.sampled_from(
+            ["notaurl", "ftp//x", q("sqlite:////proc/x/a.db"), q("journal:/dev/null/x.log"), q(f"sqlite:///{SPECIAL['dir']}"),
+             q("postgresql+psycopg://u@127.0.0.1:1/db"), q("mongodb://h/x"), "true", "[a]"]))
+    if kind in ("path", "paths"):
+        if kind == "path":
+            return st.one_of(SPECIAL_PATHS, HUGE, CONTROL, st.sampled_from(["{a: 1}", "true"]))
+        return st.sampled_from([f"[{q(p)}]" for p in SPECIAL_PATH_LIST] + ["[" + q("a\nb") + "]", "{a: 1}"])
+    if kind == "file":
+        wrong = {"jsonl": [SPECIAL["notjson"], SPECIAL["binary"], "/etc/hostname"],
+                 "tokenizer": [SPECIAL["notjson"], "/etc/hostname", SPECIAL["binary"]],
+                 "calibration": [SPECIAL["nocal"], "/etc/hostname", SPECIAL["binary"]]}.get(rule.fmt, [])
+        return st.one_of(SPECIAL_PATHS, st.sampled_from([SPECIAL["empty"], SPECIAL["dir"], "/nonexistent/x.json",
+                                                         "../../../../../nonexistent/x", *wrong]),
+                         HUGE, CONTROL, st.sampled_from(["[a]", "{a: 1}", "true"]))
+    if kind == "outdir":
+        return st.one_of(st.sampled_from(["/proc/x", "/sys/x", "/dev/null/x", "/etc/hostname/x", SPECIAL["fifo"]]),
+                         HUGE, CONTROL, st.sampled_from(["[a]", "{a: 1}"]))
+    if kind == "subpath":
+        return st.one_of(st.sampled_from(["../x", "../../x", "a/../../b", "/abs", q("~/x"), "''"]), HUGE, CONTROL)
+    if kind == "directions":
+        return st.sampled_from(["sideways", "up", "[maximize,up]", "[]", "5", "{a: 1}", "''"])
+    if kind == "strs":
+        empty = ["''", "[]"] if rule.required else []
+        return st.sampled_from(["{a: 1}", "[" + q("a\nb") + "]", "[[a]]", "[{a: 1}]", *empty])
+    if kind == "mapping":
+        return st.sampled_from(["5", "abc", "[1]", "true", "''"])
+    if kind == "list":
+        return st.sampled_from(["5", "{a: 1}", "abc", "true"])
+    if kind == "figure":
+        return st.one_of(st.sampled_from(["-1", q("a b"), "nan", "inf", "-inf", "[1]", q("$(id)")]), HUGE)
+    if kind == "cpus":
+        return st.one_of(st.sampled_from([q("0-3;id"), q("$(id)"), "abc", q("0-"), q("1,,2"), "[1]", "{a: 1}"]),
+                         CONTROL)
+    if kind == "slurm_time":
+        return st.one_of(st.sampled_from(["2h", q("1:2:3:4"), q("1-"), "-5", q("$(id)"), "[1]"]), CONTROL)
+    if kind == "gres":
+        return st.one_of(st.sampled_from([q("gpu 8"), q("gpu:8;id"), q("$(id)"), q("gpu:-1"), "[a]"]), CONTROL)
+    if kind == "slurm_mem":
+        return st.sampled_from(["64GB", q("1 G"), "-5", q("x$(id)"), "[1]", "{a: 1}"])
+    if kind == "slurm_constraint":
+        return st.one_of(st.sampled_from([q("a b"), q("x$(id)"), q("a;b"), "[a]"]), CONTROL)
+    if kind == "sbatch_args":
+        return st.sampled_from([f"[{q('--x y')}]", "[partition=gpu]", f"[{q('--wrap=$(id)')}]", "5", "{a: 1}"])
+    if kind == "lines":
+        return st.sampled_from(["{a: 1}", "[[a]]", "[{a: 1}]", f"[{q('a' + chr(0) + 'b')}]"])
+    raise AssertionError(f"no bad values for kind {kind!r}: add them (the fuzz covers every kind)")
+
+
+def _target(rule_key: str) -> tuple[str, list[str], str]:
+    key = _child(rule_key)
+    context, target = _where(key)
+    return key, context, target
+
+
+TARGETS = {rule_key: _target(rule_key) for rule_key in RULES}
+CASES = st.sampled_from(sorted(RULES)).flatmap(lambda k: st.tuples(st.just(k), strategy(RULES[k])))
+
+
+def _named(err: SweepError, key: str) -> bool:
+    named = getattr(err, "key", None) or getattr(err, "where", "")
+    return named == key or named.startswith(key + "[") or named.startswith(key + ".")
+
+
+def test_every_kind_has_bad_values() -> None:
+    for rule in {r.kind: r for r in RULES.values()}.values():
+        strategy(rule)
+
+
+def test_every_key_refuses_every_class_by_its_rule() -> None:
+    """Breadth, deterministically: each key x each fixed bad value of its kind, through the key's rule
+    (``bounds.check`` on the value as Hydra parses it; reachability for storage URLs)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from sweep.compose import storage_url
+
+    parser = OverridesParser.create()
+    missed = []
+    for rule_key, rule in RULES.items():
+        key = TARGETS[rule_key][0]
+        for text in representatives(rule):
+            try:
+                (override,) = parser.parse_overrides([f"x={text}"])
+                value = override.value()
+            except (HydraException, ValueError):
+                continue  # refused while parsing: the CLI names the key (test_bad_input's grammar fuzz)
+            try:
+                bounds.check(key, value, rule_key=rule_key)
+                if rule.kind == "storage":
+                    storage_url.check_reachable(storage_url.parse(str(value)))
+                missed.append(f"{key}={text[:60]}")
+            except SweepError as err:
+                if not _named(err, key) or "\n" in err.one_line():
+                    missed.append(f"{key}={text[:60]}: {err.one_line()[:100]}")
+    assert missed == [], "\n".join(missed)
+
+
+@settings(max_examples=70, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(CASES)
+def test_every_key_refuses_what_its_kind_refuses(case: tuple[str, str]) -> None:
+    rule_key, value = case
+    key, context, target = TARGETS[rule_key]
+    argv = [*context, f"{target}={value}"]
+    with pytest.raises(SweepError) as info:
+        cmdline.validate(argv)
+    err = info.value
+    assert _named(err, key), f"{argv}: named {err.one_line()!r}, not {key}"
+    assert err.exit_code == EXIT_INPUT, argv
+    line = err.one_line()
+    assert line.startswith("error: ") and "\n" not in line and "\r" not in line and len(line) < 2000, line
+
+
+# ------------------------------------------------------------------------------ through the real CLI
+
+
+def _sample(n: int, seed: int = 24) -> list[tuple[str, list[str]]]:
+    """A seeded sample of generated cases a command line can carry (no NUL, no huge values)."""
+    rng = random.Random(seed)
+    out: list[tuple[str, list[str]]] = []
+    keys = sorted(RULES)
+    while len(out) < n:
+        rule_key = rng.choice(keys)
+        key, context, target = TARGETS[rule_key]
+        value = rng.choice(representatives(RULES[rule_key]))
+        if "\x00" in value or len(value) > 1000:
+            continue
+        out.append((key, [*context, f"{target}={value}"]))
+    return out
+
+
+def representatives(rule: Rule) -> list[str]:
+    """Fixed values of the rule's strategy (the sampled strategies' own lists, the numbers' ends)."""
+    out: list[str] = []
+    for part in _parts(strategy(rule)):
+        elements = getattr(part, "elements", None)
+        if elements is not None:
+            out.extend(str(e) for e in elements)
+    if rule.kind in ("int", "float") and rule.hi is not None:
+        out.append(_num(rule.hi + 1))
+    return out or ["abc"]
+
+
+def _parts(strat: object) -> list[object]:
+    """The leaves of a one_of/map strategy tree (hypothesis' lazy wrappers unwrapped)."""
+    inner = getattr(strat, "wrapped_strategy", strat)
+    subs = getattr(inner, "original_strategies", None) or getattr(inner, "element_strategies", None)
+    if subs:
+        return [leaf for sub in subs for leaf in _parts(sub)]
+    mapped = getattr(inner, "mapped_strategy", None)
+    return [inner] if mapped is None else []
+
+
+@pytest.mark.slow
+def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
+    cases = _sample(8)
+
+    def one(i_case: tuple[int, tuple[str, list[str]]]) -> tuple[str, list[str], subprocess.CompletedProcess[str],
+                                                                  Path, int]:
+        i, (key, argv) = i_case
+        cwd = tmp_path / f"case{i}"
+        cwd.mkdir()
+        port = free_port()
+        flags = [a for a in argv if a.startswith("-") and "=" not in a]
+        rest = [a for a in argv if a not in flags]
+        proc = subprocess.run([sys.executable, "-m", "sweep", *flags, f"server.port={port}", *rest], cwd=cwd,
+                              env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        return key, argv, proc, cwd, port
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = list(pool.map(one, enumerate(cases)))
+    for key, argv, proc, cwd, port in runs:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2, (argv, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert len(lines) == 1 and lines[0].startswith(f"error: {key}"), (argv, lines)
+        assert proc.stdout == "" and not any(cwd.iterdir()), (argv, list(cwd.iterdir()))
+        assert port_free(port) and Server([port], token=None).processes() == {}
