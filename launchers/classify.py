@@ -29,12 +29,15 @@ Rules are tried **in order, first match wins**, and the order is the point:
    ``cuda graph: True`` field of decode lines) must not match.
 5. ``model_missing`` -- the weights are not where the config says: llama.cpp's
    ``failed to open GGUF file '...' (No such file or directory)``, or a path
-   that transformers takes for a Hugging Face id that does not exist. The load
-   error lines that follow it are consequences.
+   that transformers takes for a Hugging Face id that does not exist (offline:
+   huggingface_hub's ``HFValidationError: Repo id must be in the form ...`` for
+   a missing folder, as vLLM says it). The load error lines that follow it are
+   consequences.
 6. ``bad_flag`` -- the server's parser rejects the command line before anything
    else runs (argparse for SGLang / vLLM; llama.cpp's ``error: invalid
    argument: --x``, ``error while handling argument "--x": ...``, or a flag it
-   removed), or rejects a speculative setting when it builds its context.
+   removed), or rejects a speculative setting when it builds its context
+   (vLLM: ``1 validation error for SpeculativeConfig`` and the key or value).
 7. ``port_in_use`` -- bind failure of the HTTP server (uvicorn spells it in
    lower case, Python's socket error in mixed case; errno 98 on Linux;
    llama.cpp's cpp-httplib says ``couldn't bind HTTP server socket``).
@@ -73,7 +76,10 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.I)),
     ("model_missing", re.compile(
         r"failed to open GGUF file '[^'\n]*' \(No such file or directory\)"
-        r"|is not a local folder and is not a valid model identifier")),
+        r"|is not a local folder and is not a valid model identifier"
+        r"|HFValidationError: Repo id must be in the form"
+        r"|LocalEntryNotFoundError: "
+        r"|OfflineModeIsEnabled")),
     ("bad_flag", re.compile(
         r"error: unrecognized arguments"
         r"|: error: argument "
@@ -82,7 +88,8 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\berror: invalid argument: "
         r"|\berror while handling argument \""
         r"|\bthe argument has been removed\b"
-        r"|failed to initialize speculative decoding context",
+        r"|failed to initialize speculative decoding context"
+        r"|\d+ validation errors? for \w*Config\b",
         re.I)),
     ("port_in_use", re.compile(
         r"address already in use"
@@ -103,10 +110,10 @@ HINTS: dict[str, str] = {
                       "or set server.skip_server_warmup=true if only warmup imports it",
     "python_headers": "Triton cannot compile kernels without Python.h: install the "
                       "python3.x-dev package matching the server's Python",
-    "model_missing": "the model file is not there: check model.path and model.draft_paths "
-                     "(for llama.cpp's weights run: python -m sweep.engines llamacpp)",
-    "bad_flag": "the server rejected a flag: check server.extra_args and the spec's "
-                "render mapping against this server version",
+    "model_missing": "the model is not there: check model.path and model.draft_paths "
+                     "(for the CPU engines' weights run: python -m sweep.engines llamacpp|vllm)",
+    "bad_flag": "the server rejected a flag or a speculative setting: check server.extra_args, the spec's "
+                "knobs and its render mapping against this server version",
     "port_in_use": "another process holds the server port: stop it or set server.port",
     "timeout": "the server never became ready: raise launcher.ready_timeout_s or read the log",
     "crashed": "the server exited: read the log tail",
@@ -129,6 +136,39 @@ def classify(log_text: str, *, exited: bool = True) -> str:
         if pattern.search(log_text):
             return reason
     return "crashed" if exited else "unknown"
+
+
+def said(log_text: str, reason: str) -> str | None:
+    """The server's own words for ``reason``: the log line that matched (for a pydantic
+    validation error, with the field and message lines that follow it), on one line."""
+    pattern = dict(RULES).get(reason)
+    m = pattern.search(log_text) if pattern is not None else None
+    if m is None:
+        return None
+    start = log_text.rfind("\n", 0, m.start()) + 1
+    lines = log_text[start:].splitlines()
+    first = lines[0].strip() if lines else ""
+    if re.search(r"validation errors? for", first):
+        details = [ln.strip() for ln in lines[1:6] if ln.strip() and not ln.strip().startswith("For further")]
+        first = " ".join([first, *details[:2]])
+    first = re.sub(r"\s*\[type=[^\]]*\]", "", first)
+    return first[:300] or None
+
+
+_ERROR_LINE = re.compile(r"(?:^|\]\s|\s)((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*)$")
+
+
+def last_error(log_text: str) -> str | None:
+    """The last ``SomeError: message`` line of a log (a crash's own words), or None.
+
+    Wrappers that only point elsewhere (vLLM's ``EngineDeadError: ... See stack
+    trace (above)``) are passed over for the error they point at."""
+    found = None
+    for line in log_text.splitlines():
+        m = _ERROR_LINE.search(line.rstrip())
+        if m and "See stack trace" not in m.group(1) and "see root cause" not in m.group(1).lower():
+            found = m.group(1)
+    return found[:300] if found else None
 
 
 def tail(text: str, n: int) -> str:

@@ -71,7 +71,7 @@ from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group
     FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, signals_deferred, spawn, terminate_group)
 from launchers._reaper import MARK_ENV, Reaper
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
-from launchers.classify import classify, hint, tail
+from launchers.classify import classify, hint, said, tail
 from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
 from sweep import secrets
 from sweep.atomic import now_iso
@@ -377,8 +377,9 @@ class LocalLauncher(ServerLauncher):
         else:
             reason = classify(text, exited=True)
             what = f"server exited with code {code} before it was ready"
-        return LaunchFailure(reason, f"{what}; {hint(reason)} (log: {log_path})",
-                             tail(text, self.settings.log_tail_lines))
+        words = said(text, reason)  # the server's own message (vLLM's config error, the missing path)
+        return LaunchFailure(reason, f"{what}: {words}; {hint(reason)} (log: {log_path})" if words else
+                             f"{what}; {hint(reason)} (log: {log_path})", tail(text, self.settings.log_tail_lines))
 
     @staticmethod
     @contextlib.contextmanager

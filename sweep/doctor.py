@@ -32,19 +32,33 @@ STYLE = {"ok": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}
 
 
 def _engine_rows(trial: "TrialConfig") -> list["Check"]:
-    """A server built by ``python -m sweep.engines``: is its cache entry complete (on this machine)?"""
+    """An engine installed by ``python -m sweep.engines``: is its cache entry complete (on this machine)?"""
     from launchers.doctor import Check
-    from sweep._engine_build import complete
+    from sweep.engines import InstallError, missing, paths, status
 
     install = trial.server.install
     if not install or trial.launcher.backend.remote:
         return []
-    exe = complete(install)
-    if exe is None:
-        return [Check("engine", "fail", f"{trial.server.name} {install.get('version')} is not built for this "
-                      f"CPU ({install.get('cpu_target')}) in {install.get('dir')}: run "
-                      f"python -m sweep.engines {trial.server.name}")]
-    return [Check("engine", "ok", f"{trial.server.name} {install.get('version')} built: {exe}")]
+    model = trial.raw.get("model") or {}
+    name, version = trial.server.name, install.get("version")
+    try:
+        gone = missing(install, model)
+        found = paths(install, model)
+    except InstallError as err:
+        return [Check("engine", "fail", str(err))]
+    if "server" in gone:
+        rows = [Check("engine", "fail", f"{name} {version} is not installed for this CPU "
+                      f"({install.get('cpu_target')}) in {install.get('dir')}: run python -m sweep.engines {name}")]
+    else:
+        rows = [Check("engine", "ok", f"{name} {version} installed: {found['server']}")]
+    weights = [k for k in gone if k != "server"]
+    if weights:
+        rows.append(Check("engine weights", "fail", f"missing: {', '.join(f'{k} ({found[k]})' for k in weights)}; "
+                          f"run python -m sweep.engines {name}"))
+    for part, state in status(install).items():
+        if state != "ok":
+            rows.append(Check(f"engine {part}", "warn", f"unavailable: {state}"))
+    return rows
 
 
 def print_table(where: str, rows: Sequence[Check]) -> None:

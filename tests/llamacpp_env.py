@@ -7,33 +7,22 @@ a missing engine is a failure, so CI can never pass by skipping them.
 
 from __future__ import annotations
 
-import os
 import socket
-from functools import lru_cache
 from pathlib import Path
 
-import pytest
+from _support import engine_env
 
-REASON = "llama.cpp is not installed here: run `python -m sweep.engines llamacpp` (.ci/run does)"
+REASON = engine_env.reason("llamacpp")
 
 
-@lru_cache(maxsize=1)
 def installed() -> dict[str, Path] | None:
     """{server, model, draft} paths when everything is installed, else None."""
-    from sweep.engines import missing, paths, resolve
-
-    install, model = resolve("llamacpp", [])
-    return None if missing(install, model) else paths(install, model)
+    return engine_env.installed("llamacpp")
 
 
 def require() -> dict[str, Path]:
     """The paths, or skip (fail under CI) with a reason that says how to install."""
-    found = installed()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the real engine: " + REASON)
-        pytest.skip(REASON)
-    return found
+    return engine_env.require("llamacpp")
 
 
 def free_port() -> int:

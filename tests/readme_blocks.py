@@ -18,6 +18,8 @@ fresh copy of the checkout's tracked files -- unless
   ``exit N``           each command must exit with N (default 0);
   ``needs llamacpp``   runs where llama.cpp is installed (python -m sweep.engines
                        llamacpp); skipped in development without it, a failure in CI;
+  ``needs vllm``       runs where vLLM is installed (python -m sweep.engines vllm); skipped
+                       in development without it, a failure in CI;
   ``needs slurm``      runs against the test SLURM cluster (tests/_support/slurm_cluster.py,
                        started or reused; SLURM_CONF set for the command); skipped without
                        SLURM installed, a failure in CI;
@@ -37,7 +39,7 @@ from pathlib import Path
 
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(?P<body>.*?)\s*-->\s*$")
 SHELLS = ("", "sh", "bash", "shell", "console")
-NEEDS = ("llamacpp", "slurm")
+NEEDS = ("llamacpp", "vllm", "slurm")
 DEFAULT_TIMEOUT_S = 600.0
 
 

@@ -28,11 +28,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # command modules: parse arguments, call the packages (and Hydra's entry points)
     ("commands", ("sweep.__main__", "sweep.app", "sweep.callbacks", "sweep.plugins", "sweep.doctor",
                   "sweep.sync", "sweep.report.__main__", "sweep.sim.__main__", "sweep.calibrate", "sweep.schedule",
-                  "sweep.engines", "hydra_plugins")),
+                  "sweep.engines.__main__", "hydra_plugins")),
     ("trial", ("sweep.trial",)),  # one trial end to end
     ("record", ("sweep.record",)),  # MLflow, sync, the parent run (uploads the report's plots)
     ("report", ("sweep.report",)),  # tables and plots of results
     ("score", ("sweep.score",)),  # metrics, objective and feasibility, speedup, cost
+    ("engines", ("sweep.engines",)),  # install engines and weights into the engines cache
     ("stages", ("launchers", "sweep.bench", "sweep.sim")),  # start servers, load them, simulate one
     ("result", ("sweep.record.result", "sweep.record._model")),  # the typed result file
     ("compose", ("sweep.compose",)),  # typed config, checks, render

@@ -21,17 +21,21 @@ def build(*overrides: str):
 
 def test_server_brings_its_model_box_spec_and_workload_unless_named():
     assert implied(["server=llamacpp", "spec.budget=2"]) == [
-        "server=llamacpp", "model=smollm2", "hardware=cpu", "spec=llamacpp_draft", "workload=cpu", "spec.budget=2"]
+        "server=llamacpp", "model=smollm2", "hardware=cpu", "spec=ngram", "workload=edit", "spec.budget=2"]
     assert implied(["-m", "model=kimi_k26", "server=llamacpp", "+hardware@x=cpu"]) == [
-        "-m", "model=kimi_k26", "server=llamacpp", "spec=llamacpp_draft", "workload=cpu", "+hardware@x=cpu"]
+        "-m", "model=kimi_k26", "server=llamacpp", "spec=ngram", "workload=edit", "+hardware@x=cpu"]
     assert implied(["server=sim"]) == ["server=sim"] and implied(["server=sglang,sim"]) == ["server=sglang,sim"]
     cfg = build("server=llamacpp")
     assert (cfg.model.name, cfg.hardware.name, cfg.spec.algorithm, cfg.workload.name) == (
-        "smollm2_135m", "cpu", "draft", "cpu")
+        "smollm2_135m", "cpu", "ngram", "edit")
+    # the default spec drafts from n-grams (it accepts on the edit workload), never the random draft
+    argv = render(cfg).argv
+    assert argv[argv.index("--spec-type") + 1] == "ngram-mod" and "--spec-draft-model" not in argv
+    assert cfg.model.path.endswith(".gguf")
 
 
 def test_budget_is_the_draft_length_and_synthetic_rates_are_one_argument():
-    argv = render(build("server=llamacpp", "spec.budget=6")).argv
+    argv = render(build("server=llamacpp", "spec=llamacpp_draft", "spec.budget=6")).argv
     assert argv[argv.index("--spec-draft-n-max") + 1] == "6"
     assert argv[argv.index("--spec-type") + 1] == "draft-simple"
     argv = render(build("server=llamacpp", "spec=llamacpp_synth", "spec.synth_len=null",
@@ -80,7 +84,7 @@ def test_doctor_and_check_say_what_is_missing_and_how_to_install(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sweep.doctor", "server=llamacpp"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert "engine, model.path, model.draft_paths.draft, executable" in proc.stderr
+    assert "engine, engine weights, model.path, executable" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "sweep.engines", "sim"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: server: server=sim declares no install block")

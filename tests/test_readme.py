@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import llamacpp_env
+import vllm_env
 import readme_blocks
 from _support import ROOT
 
@@ -143,6 +144,8 @@ def _items() -> list[object]:
 def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, checkout: Path) -> None:
     if "llamacpp" in block.needs:
         llamacpp_env.require()
+    if "vllm" in block.needs:
+        vllm_env.require()
     env = _env()
     if "slurm" in block.needs:
         env.update(_slurm_cluster().env)

@@ -166,7 +166,8 @@ def apply(cells: Iterable[Any], reader: RequestReader) -> Counts | None:
             r.spec_verify_ct, r.meta_completion_tokens = got.steps, got.tokens
             total = got if total is None else _add(total, got)
         cell.spec_tokens, cell.spec_verify_ct = spec_sums(cell.results)
-        cell.accept_len = accept_len_of(cell.spec_tokens, cell.spec_verify_ct)
+        if cell.spec_verify_ct:  # else keep what the cell's /metrics window said (vLLM: counters only)
+            cell.accept_len = accept_len_of(cell.spec_tokens, cell.spec_verify_ct)
     return total
 
 

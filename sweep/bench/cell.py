@@ -88,6 +88,7 @@ class CellResult:
     completion_tokens: int
     prompt_tokens_mean: float | None
     duration_s: float
+    accept_rate: float | None = None   # accepted / drafted draft tokens (/metrics around the window)
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
     flushed: str = "skipped"      # ok | unsupported | failed | skipped
@@ -100,6 +101,7 @@ class CellResult:
     output_tok_s_ci: list[float] | None = None
     per_stream_tok_s_ci: list[float] | None = None
     accept_len_ci: list[float] | None = None
+    output_tok_s_runs: list[float] | None = None   # each repeat's output_tok_s (repeats > 1): the noise
     slo_attainment: float | None = None
     goodput_req_s: float | None = None
     goodput_tok_s: float | None = None

@@ -38,6 +38,7 @@ from sweep.bench.sizing import PromptMaker
 if TYPE_CHECKING:
     import httpx
 
+    from sweep.bench.serverstats import CounterProbe
     from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
     from sweep.slo import Slo
@@ -117,9 +118,14 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
                    on_done: Callable[[RequestResult], None] | None = None,
                    request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                    continuous_usage: bool = False, slo: "Slo | None" = None,
-                   flush: Callable[[], Awaitable[str]] | None = None) -> CellResult:
+                   flush: Callable[[], Awaitable[str]] | None = None,
+                   counters: "CounterProbe | None" = None) -> CellResult:
     """Size the prompts, open and warm ``point.concurrency`` connections, flush, then measure one cell
-    (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens)."""
+    (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens).
+
+    ``counters``: read the server's acceptance counters right before and after the
+    measured requests (where responses carry none: vLLM) for the cell's accept_len/rate.
+    """
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
     path = path_for(endpoint)
@@ -145,15 +151,22 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
             await _open_and_warm(clients, warm, path, timeout_s)
             if flush is not None:
                 flushed = await flush()
+            before = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
             t0, c0 = time.perf_counter(), time.process_time()
             if offsets is not None:
                 results = await _poisson(clients, measured, path, offsets, timeout_s, on_done)
             else:
                 results = await _closed_loop(clients, measured, path, timeout_s, on_done)
             duration, cpu = time.perf_counter() - t0, time.process_time() - c0
+            after = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
     cell = aggregate(context, concurrency, results, duration, slo, request_rate=point.rate)
+    if counters is not None:
+        window = counters.accept(before, after)
+        if cell.accept_len is None:
+            cell.accept_len = window.get("accept_len")
+        cell.accept_rate = window.get("accept_rate")
     cell.flushed = flushed
     cell.prompt_sizing = prompts.sizing
     cell.client_cpu_s = cpu
@@ -210,7 +223,8 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                       tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                       vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
-                      on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+                      on_cell: Callable[[CellResult], None] | None = None,
+                      counters: "CounterProbe | None" = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     from sweep.bench.repeats import combine
 
@@ -250,7 +264,8 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 runs = [await run_cell(base_url, workload, model_name, point, prompts,
                                        api_key=api_key, on_done=done, request_extras=request_extras,
                                        endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
-                                       flush=flush_once if do_flush else None) for _ in range(repeats)]
+                                       flush=flush_once if do_flush else None, counters=counters)
+                        for _ in range(repeats)]
                 pooled = aggregate(point.context, point.concurrency, [r for run in runs for r in run.results],
                                    sum(run.duration_s for run in runs), slo,
                                    request_rate=point.rate) if repeats > 1 else runs[0]
@@ -266,10 +281,12 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
 
 
 def server_options(cfg: Any) -> dict[str, Any]:
-    """What :func:`run_matrix` needs to know about the server and model of a TrialConfig."""
+    """What :func:`run_matrix` needs to know about the server and model of a TrialConfig
+    (the endpoint: the workload's when it names one, else the server's)."""
     server = cfg.server
     vocab = (cfg.model.arch or {}).get("vocab_size")
-    return {"request_extras": server.request_extras, "endpoint": server.endpoint,
+    return {"request_extras": server.request_extras,
+            "endpoint": getattr(cfg.workload, "endpoint", None) or server.endpoint,
             "tokenize": server.tokenize, "continuous_usage": server.continuous_usage,
             "vocab_size": int(vocab) if vocab else None}
 
@@ -279,7 +296,8 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
-               on_cell: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+               on_cell: Callable[[CellResult], None] | None = None,
+               counters: "CounterProbe | None" = None) -> list[CellResult]:
     """Run every cell of ``plan`` (default: the workload's context x concurrency matrix) against
     ``base_url``; cells are judged against ``slo`` (:mod:`sweep.slo`) when it is given.
 
@@ -297,5 +315,5 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
-                                     slo=slo, plan=plan, on_cell=on_cell)
+                                     slo=slo, plan=plan, on_cell=on_cell, counters=counters)
     return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))

@@ -36,7 +36,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 CHARS_PER_TOKEN = 4.0
 TAG_CHARS = 12  # every prompt starts with its own hex tag of this length
@@ -63,10 +63,16 @@ def _stdlib_files() -> tuple[Path, ...]:
 
 
 @lru_cache(maxsize=8)
-def _corpus(seed: int, min_chars: int) -> tuple[str, tuple[tuple[int, str], ...]]:
-    """Concatenated source text (deterministic per seed) and where each file starts."""
+def _corpus(seed: int, min_chars: int, extract: Callable[[str], str] | None = None,
+            ) -> tuple[str, tuple[tuple[int, str], ...]]:
+    """Concatenated source text (deterministic per seed) and where each file starts.
+
+    ``extract`` turns a file's source into the text kept from it (default: all
+    of it; :mod:`sweep.bench.prompt_tasks` keeps the docstrings' prose); files
+    shuffle by ``seed`` and by what is extracted, so each kind reads its own order.
+    """
     files = list(_stdlib_files())
-    random.Random(seed).shuffle(files)
+    random.Random(seed if extract is None else f"{extract.__name__}/{seed}").shuffle(files)
     parts: list[str] = []
     starts: list[tuple[int, str]] = []
     total = 0
@@ -76,6 +82,7 @@ def _corpus(seed: int, min_chars: int) -> tuple[str, tuple[tuple[int, str], ...]
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        text = extract(text) if extract is not None else text
         if not text.strip():
             continue
         starts.append((total, path.name))
@@ -90,13 +97,20 @@ def _corpus(seed: int, min_chars: int) -> tuple[str, tuple[tuple[int, str], ...]
 
 @dataclass(frozen=True, slots=True)
 class Draft:
-    """A prompt before its length is chosen: ``head + body[:n]``."""
+    """A prompt before its length is chosen: ``head + body[:n] + tail`` (the tail: a task
+    that follows the material, :mod:`sweep.bench.prompt_tasks`)."""
 
     head: str
     body: str
+    tail: str = ""
 
     def render(self, n: int) -> str:
-        return self.head + self.body[:max(0, n)]
+        return self.head + self.body[:max(0, n)] + self.tail
+
+    @property
+    def fixed_chars(self) -> int:
+        """Characters around the body (head and tail)."""
+        return len(self.head) + len(self.tail)
 
     @property
     def max_chars(self) -> int:
@@ -136,7 +150,7 @@ class PromptFactory:
         """One prompt of about ``target_tokens`` tokens (at ~4 characters per token)."""
         want_chars = max(16, int(target_tokens * CHARS_PER_TOKEN))
         d = self.draft(want_chars)
-        return d.render(want_chars - len(d.head))
+        return d.render(want_chars - d.fixed_chars)
 
     def batch(self, target_tokens: int, n: int) -> list[str]:
         """``n`` distinct prompts of about ``target_tokens`` tokens each."""

@@ -12,7 +12,9 @@ configs from the box's run-to-run noise (two B300 runs of one config differed by
   and the ``latencies`` sample;
 * counts as totals over the repeats: ``requests``, ``errors`` (+ kinds),
   ``completion_tokens``, ``duration_s``, ``client_cpu_s`` -- an error in any repeat stays an error,
-  and tokens / seconds still give the cell's rate.
+  and tokens / seconds still give the cell's rate;
+* each repeat's own ``output_tok_s`` in ``output_tok_s_runs`` (the run-to-run noise a
+  recorded landscape replays).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sweep.stats import interval
 if TYPE_CHECKING:
     from sweep.bench.cell import CellResult
 
-MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len", "goodput_tok_s")
+MEANS = ("output_tok_s", "per_stream_tok_s", "accept_len", "accept_rate", "goodput_tok_s")
 
 
 def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
@@ -38,13 +40,15 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
         return replace(runs[0], repeats=1)
     out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
                   client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
-                  load_search=runs[0].load_search)
+                  load_search=runs[0].load_search,
+                  output_tok_s_runs=[round(c.output_tok_s, 4) for c in runs])
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]
         if not values:
             setattr(out, name, None)
             continue
         setattr(out, name, round(statistics.fmean(values), 4))
-        ci = interval(values) if len(values) == len(runs) else None
-        setattr(out, f"{name}_ci", [round(ci[0], 4), round(ci[1], 4)] if ci else None)
+        if hasattr(out, f"{name}_ci"):
+            ci = interval(values) if len(values) == len(runs) else None
+            setattr(out, f"{name}_ci", [round(ci[0], 4), round(ci[1], 4)] if ci else None)
     return out

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from sweep.bench.acceptance import LogReader, MetricsReader, declared
 
@@ -128,3 +129,25 @@ def metrics_accept(metrics: Mapping[str, float], decl: Mapping[str, Any] | None 
         sglang, vllm = declared("sglang").get("metrics") or {}, declared("vllm").get("metrics") or {}
         decl = {"gauges": sglang.get("gauges"), "counters": vllm.get("counters")}
     return MetricsReader(decl).read(metrics)
+
+
+@dataclass(frozen=True)
+class CounterProbe:
+    """Acceptance counters read around one measured window (a cell), where requests carry none.
+
+    vLLM reports speculative counters on /metrics only; the matrix reads them
+    right before and right after each cell's measured requests (warm-up
+    excluded), so each cell has its own accept length and rate.
+    """
+
+    fetch: Callable[[], Mapping[str, float]]
+    reader: MetricsReader
+
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.fetch())
+
+    def accept(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, Any]:
+        """``{accept_len, accept_rate, drafts, ...}`` over the window (None values without drafts)."""
+        if not before or not after:
+            return {}
+        return self.reader.read(metrics_delta(before, after))

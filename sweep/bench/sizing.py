@@ -177,7 +177,7 @@ async def fit(drafts: Sequence[Draft], target: int, count: Counter,
     n = len(drafts)
     if n == 0:
         return [], []
-    lengths = [max(0, min(d.max_chars, int(target * chars_per_token) - len(d.head))) for d in drafts]
+    lengths = [max(0, min(d.max_chars, int(target * chars_per_token) - d.fixed_chars)) for d in drafts]
     lo: list[tuple[int, int] | None] = [None] * n    # (length, count) with count < target
     hi: list[tuple[int, int] | None] = [None] * n    # (length, count) with count > target
     best: list[tuple[int, int] | None] = [None] * n  # (|count - target|, length)
@@ -297,6 +297,7 @@ class PromptMaker:
 
     def renew(self, namespace: str) -> None:
         """Start a fresh namespace (prompts that never appeared before)."""
+        from sweep.bench.prompt_tasks import EditPrompts, ProsePrompts
         from sweep.bench.prompts import DatasetPrompts
 
         self.namespace = namespace
@@ -305,7 +306,8 @@ class PromptMaker:
             assert self.dataset_path is not None
             self.factory: PromptFactory = DatasetPrompts(self.dataset_path, self.seed, namespace)
         else:
-            self.factory = PromptFactory(self.seed, namespace)
+            kinds: dict[str, type[PromptFactory]] = {"edit": EditPrompts, "prose": ProsePrompts}
+            self.factory = kinds.get(self.source, PromptFactory)(self.seed, namespace)
 
     async def make(self, context: int, n: int) -> list[Any]:
         """``n`` prompts of ``context`` tokens (strings, or token-id lists for random_ids)."""

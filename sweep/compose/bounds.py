@@ -43,6 +43,8 @@ _USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?$")
 # systemd.unit(5): letters, digits, ":-_.\", one "@" for templates; at most 255 characters.
 _UNIT = re.compile(r"^[A-Za-z0-9:_\\][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?$")
 _URL_PATH = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+# vLLM's VLLM_CPU_OMP_THREADS_BIND: auto | nobind | core lists ("0-3,8"), one per rank ("0-1|2-3").
+_CPUS = re.compile(r"^(auto|nobind|\d+(-\d+)?(,\d+(-\d+)?)*(\|\d+(-\d+)?(,\d+(-\d+)?)*)*)$")
 # SLURM (sbatch(1)): --gres=gpu[:type]:count[,...]; --mem=<n>[K|M|G|T]; --constraint features
 # name[:type][:count][,...]: a type starts with a letter/digit, a count is digits (gpu:-1 is no count)
 _GRES_ONE = r"[A-Za-z0-9_]+(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?(:\d{1,6})?"
@@ -387,6 +389,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "name": _matching(_NAME, "a name (letters, digits, '.', '_', '+', '-')"),
     "user": _matching(_USER, "a user name (letters, digits, '_', '.', '-')"),
     "url_path": _matching(_URL_PATH, "a URL path starting with '/'"),
+    "cpus": _matching(_CPUS, "auto, nobind or core ranges like 0-3,8 (ranks split by '|')"),
     "url_paths": _list_of(_matching(_URL_PATH, "a URL path starting with '/'"), "URL paths"),
     "host": _as_host, "ssh_host": _as_ssh_host, "gateway": _as_gateway, "unit": _as_unit,
     "path": _as_local_path, "abspath": _as_abspath, "remote_dir": _as_remote_dir, "uri": _as_uri,

@@ -58,6 +58,8 @@ class Spec:
     num_steps: int | None
     draft_family: str | None
     render: Mapping[str, Any]
+    # optional packages of the engine install the spec needs (spec=suffix: arctic-inference)
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,9 @@ class Workload:
     repeats: int = 1                         # each cell measured this many times (mean + 95% CI)
     # the max-load search in place of the matrix (workload=max_load; sweep/bench/maxload.py)
     max_load: _bench_checks.MaxLoadSearch = field(default_factory=_bench_checks.MaxLoadSearch)
+    # the greedy-identity pass: {prompts, max_tokens, context} (sweep/bench/identity.py); prompts 0: off
+    identity: Mapping[str, Any] = field(default_factory=dict)
+    endpoint: str | None = None              # completions | chat; None: the server's (server.endpoint)
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -197,7 +202,7 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     check_synthetic(node, p, budget)
     return Spec(algorithm=_v(node, p, "algorithm"), budget=budget, topk=topk, window=window, block=block,
                 num_steps=_v(node, p, "num_steps"), draft_family=_v(node, p, "draft_family"),
-                render=dict(_v(node, p, "render", {})))
+                render=dict(_v(node, p, "render", {})), requires=tuple(_v(node, p, "requires", ()) or ()))
 
 
 def _model(node: Mapping[str, Any]) -> Model:
@@ -245,7 +250,8 @@ def _server(node: Mapping[str, Any]) -> Server:
 
 def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completions") -> Workload:
     p = "workload"
-    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, endpoint)
+    own = _v(node, p, "endpoint")  # the workload's endpoint beats the server's (prose is what chat serves)
+    prompt_source, dataset_path, seed = _bench_checks.prompt_source(node, own or endpoint)
     contexts = _v(node, p, "contexts")
     conc = _v(node, p, "concurrency")
     max_tokens = _v(node, p, "max_tokens")
@@ -277,7 +283,19 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         sandbox_mechanism=_v(sandbox, sp, "mechanism", "auto"),
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
         repeats=_v(node, p, "repeats", 1), max_load=_bench_checks.max_load(node, contexts),
+        identity=_identity(node, contexts, model_ctx), endpoint=own,
     )
+
+
+def _identity(node: Mapping[str, Any], contexts: tuple[int, ...], model_ctx: int) -> dict[str, Any]:
+    p = "workload.identity"
+    spec = _v(node, "workload", "identity", {}) or {}
+    out = {"prompts": _v(spec, p, "prompts", 0) or 0, "max_tokens": _v(spec, p, "max_tokens"),
+           "context": _v(spec, p, "context")}
+    if out["prompts"] and (out["context"] or contexts[0]) + (out["max_tokens"] or 0) > model_ctx:
+        raise ConfigError(f"{p}.context", f"context {out['context'] or contexts[0]} + max_tokens "
+                          f"{out['max_tokens']} exceeds model.context_length={model_ctx}")
+    return out
 
 
 def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hardware) -> None:
@@ -300,6 +318,23 @@ def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hard
                           "(path of the draft model)")
 
 
+def _check_requires(spec: Spec, server: Server, launcher: LauncherSettings) -> None:
+    """A spec whose engine dependency did not build here is refused in one line (spec.requires)."""
+    if not spec.requires or not server.install or launcher.name != "local":
+        return
+    from sweep.compose.engine_paths import optional_status
+
+    status = optional_status(str(server.install.get("dir")))
+    if status is None:  # not installed: the launch says so (model_missing / crashed with the hint)
+        return
+    for name in spec.requires:
+        state = status.get(name)
+        if state != "ok":
+            why = f"did not build ({state})" if state else f"was not tried: run python -m sweep.engines {server.name}"
+            raise ConfigError("spec", f"spec={spec.algorithm} is unavailable on this {server.name} install: "
+                              f"it needs {name}, which {why}")
+
+
 def build(cfg: Mapping[str, Any]) -> TrialConfig:
     """Turn a resolved composed config (plain dict) into a :class:`TrialConfig`."""
     for group in ("hardware", "spec", "model", "server", "launcher", "workload"):
@@ -315,6 +350,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     launcher = launcher_settings(cfg["launcher"])
     workload = _workload(cfg["workload"], model.context_length, server.endpoint)
     _check_server_needs(server, spec, model, hardware)
+    _check_requires(spec, server, launcher)
     for group in ("objective", "mlflow"):
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")

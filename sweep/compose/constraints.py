@@ -329,8 +329,12 @@ def describe(rule: Expression, lookup: Lookup) -> str:
     t = rule.tree
     if t.kind == "cmp" and len(t.value) == 1 and t.args[0].kind == "name":
         rhs = t.args[1]
-        shown = f"{rule.absolute(rhs.value)}={_show(lookup(rule.absolute(rhs.value)))}" \
-            if rhs.kind == "name" else rule.explain(lookup) or "the rule"
+        if rhs.kind == "name":
+            shown = f"{rule.absolute(rhs.value)}={_show(lookup(rule.absolute(rhs.value)))}"
+        elif rhs.kind == "const":  # a plain bound: 'hardware.num_gpus >= 1'
+            shown = _show(rhs.value)
+        else:
+            shown = rule.explain(lookup) or "the rule"
         got = _show(lookup(rule.absolute(t.args[0].value)))
         return f"must be {t.value[0]} {shown} (declared: {rule.base}.constraints '{rule.source}'), got {got}"
     return f"breaks the declared rule '{rule.source}' ({rule.explain(lookup)})"

@@ -49,3 +49,22 @@ def cpu_target() -> str:
         pass
     flags = flags or platform.processor() or machine
     return f"{machine}-{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
+
+
+def optional_status(install_dir: str | Path) -> dict[str, str] | None:
+    """``{name: "ok" | why not}`` of the optional packages the install at ``install_dir`` tried
+    (its ``install.json``); None when nothing is installed there.
+
+    Read here, as a file, so the config check can refuse a spec whose
+    dependency did not build (``spec.requires``) without importing the installer.
+    """
+    import json
+
+    try:
+        doc = json.loads((Path(install_dir) / "install.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = doc.get("optional") if isinstance(doc, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): str(v.get("status") if isinstance(v, dict) else v) for k, v in found.items()}

@@ -40,7 +40,9 @@ LAUNCHERS = tuple(BACKENDS)  # sweep/launch.py: the backend table
 LAUNCH_MODES = ("systemd", "process")
 HOST_KEY_POLICIES = ("reject", "accept-new")
 ENDPOINTS = ("completions", "chat")                  # server.endpoint (docs/ARCHITECTURE.md)
-PROMPT_SOURCES = ("text", "random_ids", "dataset")  # workload.prompt_source
+PROMPT_SOURCES = ("text", "edit", "prose", "random_ids", "dataset")  # workload.prompt_source
+DTYPES = ("auto", "bfloat16", "float16", "float32")  # hardware.cpu.dtype (vLLM --dtype)
+MODEL_FORMATS = ("hf", "gguf")                      # server.model_format: a model group's paths.<form>
 SWEEPER_QUIRKS = ("avoid", "workaround", "ignore")   # hydra.sweeper.quirks (docs/search.md)
 
 
@@ -118,6 +120,11 @@ RULES: dict[str, Rule] = {
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),
     "hardware.quirks.rules": Rule("list"),  # its entries: sweep/compose/constraints.py
+    "hardware.cpu": MAPPING,  # how a CPU engine runs on a CPU box (conf/hardware/cpu.yaml)
+    "hardware.cpu.eager": BOOL,
+    "hardware.cpu.kv_cache_gib": _num(0.1, 100_000, "GiB of KV cache (VLLM_CPU_KVCACHE_SPACE)"),
+    "hardware.cpu.threads_bind": Rule("cpus"),
+    "hardware.cpu.dtype": _enum(None, *DTYPES),
     # -- spec
     "spec.algorithm": REQUIRED_NAME,
     "spec.budget": _int(1, MAX_SPEC, "draft tokens per step"),
@@ -130,17 +137,30 @@ RULES: dict[str, Rule] = {
     "spec.draft_p_min": _num(0, 1, "probability"),
     "spec.ngram_type": NAME,
     "spec.ngram_n_min": _int(1, MAX_SPEC, "tokens"),
+    "spec.ngram_n_max": _int(1, MAX_SPEC, "tokens"),
     "spec.ngram_n_match": _int(1, MAX_SPEC, "tokens"),
     "spec.synth_len": _num(1, MAX_SPEC + 1, "tokens per step"),
     "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
     "spec.render": MAPPING,
     "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
+    "spec.requires": Rule("strs"),     # optional engine packages (the install records them)
+    "spec.suffix_max_tree_depth": _int(1, MAX_SPEC, "tokens"),
+    "spec.suffix_max_spec_factor": _num(0, 1000, "draft tokens per matched token"),
+    "spec.suffix_min_token_prob": _num(0, 1, "probability"),
+    "spec.suffix_max_cached_requests": _int(0, MAX_REQUESTS, "requests"),
     # -- model
     "model.name": REQUIRED_NAME,
+    # model.path is ${model.paths.<server.model_format>} where a model has several forms: the
+    # forms are checked first, so a bad one is named by its own key, not by model.path
+    "model.paths": MAPPING,   # the model per on-disk form (server.model_format picks model.path)
+    "model.paths.*": PATH,
     "model.path": PATH,
     "model.served_name": Rule("str", required=True),
     "model.context_length": _int(1, MAX_CONTEXT, "tokens", required=True),
     "model.trust_remote_code": BOOL,
+    # model.draft_paths.draft is ${model.drafts.<server.model_format>}: the forms first (as model.paths)
+    "model.drafts": MAPPING,  # the draft per on-disk form (model.draft_paths.draft)
+    "model.drafts.*": PATH,
     "model.draft_paths": MAPPING,
     "model.draft_paths.*": PATH,
     "model.arch": MAPPING,
@@ -149,6 +169,7 @@ RULES: dict[str, Rule] = {
     # -- server
     "server.name": REQUIRED_NAME,
     "server.flavor": REQUIRED_NAME,
+    "server.model_format": _enum(*MODEL_FORMATS),
     "server.simulated": BOOL,
     "server.executable": Rule("strs", required=True),
     "server.host": Rule("host", required=True),
@@ -179,6 +200,7 @@ RULES: dict[str, Rule] = {
     "server.threads": _int(1, 4096, "CPU threads"),
     "server.parallel": _int(1, 4096, "slots"),
     "server.seed": _int(0, MAX_SEED, "seed"),
+    "server.max_num_batched_tokens": _int(1, MAX_CONTEXT, "tokens per scheduler step"),
     "server.sim": MAPPING,
     "server.sim.load_seconds": _num(0, 3600, "seconds"),
     "server.sim.seed": _int(0, MAX_SEED, "seed"),
@@ -258,6 +280,7 @@ RULES: dict[str, Rule] = {
     "workload.request_timeout_s": _num(1, MAX_SECONDS, "seconds"),
     "workload.max_error_rate": _num(0, 1, "failed / sent requests"),
     "workload.prompt_source": _enum(*PROMPT_SOURCES),
+    "workload.endpoint": _enum(None, *ENDPOINTS),  # null: the server's (server.endpoint)
     "workload.dataset_path": _file("jsonl"),
     "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.repeats": _int(1, 100, "measurements per cell"),
@@ -272,6 +295,10 @@ RULES: dict[str, Rule] = {
     "workload.coding": _enum(*CODING_EVALS, False, None),
     "workload.coding_max_tokens": _int(1, MAX_CONTEXT, "new tokens"),
     "workload.humaneval_limit": _int(1, 164, "problems (HumanEval has 164)"),
+    "workload.identity": MAPPING,  # the greedy-identity pass (sweep/bench/identity.py)
+    "workload.identity.prompts": _int(0, 1000, "prompts; 0: no pass"),
+    "workload.identity.max_tokens": _int(1, MAX_CONTEXT, "new tokens per answer"),
+    "workload.identity.context": _int(1, MAX_CONTEXT, "prompt tokens; null: the first of workload.contexts"),
     "workload.sandbox": MAPPING,
     "workload.sandbox.timeout_s": _num(0.1, 3600, "seconds"),
     "workload.sandbox.memory_mb": _int(16, 1_048_576, "MB"),
@@ -291,6 +318,7 @@ RULES: dict[str, Rule] = {
     "objective.constraints.coding_pass_rate_min": _num(0, 1, "fraction"),
     "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
+    "objective.constraints.greedy_identical_min": _num(0, 1, "fraction of greedy answers equal to the baseline's"),
     "objective.slo": MAPPING,
     "objective.slo.ttft_ms": _num(0, MAX_SECONDS * 1000, "ms per request"),
     "objective.slo.tpot_ms": _num(0, MAX_SECONDS * 1000, "ms per output token after the first"),

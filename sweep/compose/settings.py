@@ -51,6 +51,8 @@ class Constraints:
     coding_pass_rate_min: float | None
     max_errors: float | None
     ttft_ms_p99_max: float | None
+    # greedy answers identical to the autoregressive baseline's (sweep/score/identity.py)
+    greedy_identical_min: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +95,8 @@ def objective(node: Mapping[str, Any]) -> Objective:
         constraints=Constraints(
             coding_pass_rate_min=_v(cons, c, "coding_pass_rate_min"),
             max_errors=_v(cons, c, "max_errors"),
-            ttft_ms_p99_max=_v(cons, c, "ttft_ms_p99_max")),
+            ttft_ms_p99_max=_v(cons, c, "ttft_ms_p99_max"),
+            greedy_identical_min=_v(cons, c, "greedy_identical_min")),
         slo=slo, metrics=_metrics(node))
 
 

@@ -39,7 +39,8 @@ CELL_SERIES = (("1 tok_s/", "output_tok_s"),
                ("2 ttft_ms/p50 ", "ttft_ms_p50"), ("2 ttft_ms/p99 ", "ttft_ms_p99"),
                ("3 tpot_ms/p50 ", "tpot_ms_p50"), ("3 tpot_ms/p99 ", "tpot_ms_p99"),
                ("4 itl_ms/p50 ", "itl_ms_p50"), ("4 itl_ms/p99 ", "itl_ms_p99"),
-               ("5 per_stream_tok_s/", "per_stream_tok_s"), ("6 accept_len/", "accept_len"),
+               ("5 per_stream_tok_s/", "per_stream_tok_s"),
+               ("6 accept_len/", "accept_len"), ("6 accept_len/rate ", "accept_rate"),
                ("7 errors/", "errors"), ("8 usd_per_mtok/", "usd_per_mtok"),
                # judged against objective.slo (absent when no SLO is set)
                ("9 slo/attainment ", "slo_attainment"), ("9 slo/goodput_req_s ", "goodput_req_s"),
@@ -145,7 +146,8 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
 # Headline metrics shown rounded in the shipped view, as tags with short names (a column header
 # is the tag's name; the metrics keep full precision under their own names).
 ROUNDED = {"tok_s_lowc": "tok/s", "headline_concurrency": "conc", "speedup_vs_baseline": "speedup",
-           "accept_len": "accept len", "accept_rate": "accept rate", "ttft_ms_p50": "TTFT ms",
+           "accept_len": "accept len", "accept_rate": "accept rate", "greedy_identical": "greedy same",
+           "ttft_ms_p50": "TTFT ms",
            "tpot_ms_p50": "TPOT ms", "tok_s_peak": "peak tok/s", "coding_pass_rate": "pass",
            "usd_per_mtok": "USD/Mtok"}
 
@@ -180,6 +182,10 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
         for side, bound in zip(("ci_low", "ci_high"), ci or ()):
             if (v := _number(bound)) is not None:
                 out.append((cell_metric(TOK_S_SERIES, cell.context, side), v, int(cell.concurrency)))
+    window = doc.acceptance.metrics if doc.acceptance is not None else None
+    for pos, share in enumerate((window.per_position if window is not None else None) or ()):
+        if (v := _number(share)) is not None:  # accepted at draft position `step` / drafting steps
+            out.append(("6 accept_len/per position", v, pos))
     pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
     if pred is not None:
         for key, raw in (("predicted_objective", pred.objective), ("prediction_error", pred.error),

@@ -103,6 +103,8 @@ class Cell(Record):
     e2e_ms_p90: float | None = None
     e2e_ms_p99: float | None = None
     accept_len: float | None = None
+    accept_rate: float | None = field(default=None, metadata={
+        "doc": "accepted / drafted draft tokens of the cell's measured requests (/metrics around its window)"})
     completion_tokens: int | None = None
     prompt_tokens_mean: float | None = field(default=None, metadata={
         "doc": "mean usage.prompt_tokens of the cell's successful requests (the context sent)"})
@@ -121,6 +123,8 @@ class Cell(Record):
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
     accept_len_ci: list[float] | None = field(default=None, metadata={
         "doc": "95% t-interval [low, high] of the mean over repeats (null with one)"})
+    output_tok_s_runs: list[float] | None = field(default=None, metadata={
+        "doc": "each repeat's output_tok_s (null with one repeat)"})
     request_rate: float | None = field(default=None, metadata={
         "doc": "Poisson arrivals in requests/s (concurrency: the in-flight cap); null: closed loop"})
     slo_attainment: float | None = field(default=None, metadata={
@@ -189,16 +193,52 @@ class AcceptLen(Record):
 
 
 @dataclass(kw_only=True)
+class CounterWindow(Record):
+    """Acceptance from /metrics over the trial window: counters as differences, gauges at its end."""
+
+    drafts: float | None = field(default=None, metadata={"doc": "drafting steps (vLLM num_drafts)"})
+    drafted: float | None = field(default=None, metadata={"doc": "draft tokens proposed"})
+    accepted: float | None = field(default=None, metadata={"doc": "draft tokens accepted"})
+    tokens: float | None = field(default=None, metadata={"doc": "tokens generated (where a counter says)"})
+    accept_len: float | None = field(default=None, metadata={
+        "doc": "tokens per drafting step: a gauge, else 1 + accepted / drafts"})
+    accept_rate: float | None = field(default=None, metadata={
+        "doc": "accepted / drafted (a gauge where the server has one)"})
+    per_position: list[float] | None = field(default=None, metadata={
+        "doc": "accepted at draft position i / drafting steps, i = 0.. (the first drafted token first): "
+               "the chance that a step accepts at least i + 1 draft tokens"})
+
+
+@dataclass(kw_only=True)
 class Acceptance(Record):
     """The counters behind accept_len, per place the server reports them (``server.acceptance``)."""
 
     requests: dict[str, Any] | None = field(default=None, metadata={
         "doc": "sums over the measured requests: tokens, verify_steps, drafted, accepted, accept_len, accept_rate"})
     log: dict[str, Any] | None = field(default=None, metadata={"doc": "the declared log fields, and samples"})
-    metrics: dict[str, Any] | None = field(default=None, metadata={
+    metrics: CounterWindow | None = field(default=None, metadata={
         "doc": "/metrics over the trial window: counters as differences, gauges at its end, per_position"})
     synthetic: dict[str, Any] | None = field(default=None, metadata={
         "doc": "synthetic acceptance as the server resolved it at startup (rates, mean_len, n_max)"})
+
+
+@dataclass(kw_only=True)
+class Identity(Record):
+    """The greedy-identity pass (sweep/bench/identity.py) and its comparison with the baseline's answers."""
+
+    prompts: int | None = None
+    context: int | None = None
+    max_tokens: int | None = None
+    answers: list[dict[str, Any]] = field(default_factory=list, metadata={
+        "doc": "per prompt: prompt_sha, text, completion_tokens, error"})
+    baseline: str | None = field(default=None, metadata={
+        "doc": "the spec=none result whose answers were compared ('self' for a baseline trial)"})
+    compared: int | None = None
+    identical: int | None = None
+    greedy_identical: float | None = field(default=None, metadata={
+        "doc": "identical answers / compared (null: no baseline answers for these prompts)"})
+    prefix_match: float | None = field(default=None, metadata={
+        "doc": "mean share of the baseline's answer reproduced before the first different character"})
 
 
 @dataclass(kw_only=True)
@@ -219,6 +259,8 @@ class Metrics(Record):
     accept_rate: float | None = field(default=None, metadata={
         "doc": "accepted / drafted draft tokens over the trial (the requests' or /metrics counters), "
                "else the server's own accept rate (SGLang's log or gauge); sweep.score.acceptance"})
+    greedy_identical: float | None = field(default=None, metadata={
+        "doc": "fraction of greedy answers identical to the autoregressive baseline's (identity.*)"})
     coding_pass_rate: float | None = None
     speedup_vs_baseline: float | None = None
     ttft_ms_p50: float | None = None
@@ -291,6 +333,8 @@ class TrialResult(Record):
     coding: Coding | None = None
     accept_len: AcceptLen = field(default_factory=AcceptLen)
     acceptance: Acceptance | None = None
+    identity: Identity | None = field(default=None, metadata={
+        "doc": "greedy answers to fixed prompts and how many equal the baseline's (workload.identity)"})
     requests_retried: int | None = field(default=None, metadata={
         "doc": "requests sent twice because the server closed a kept-alive connection unanswered"})
     metrics: Metrics = field(default_factory=Metrics)

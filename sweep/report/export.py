@@ -36,15 +36,23 @@ def to_json(groups: Sequence[Group], title: str) -> str:
             "headline": g.headline_label, "best": best.name if best is not None else None,
             "tied_within_noise": [c.key.name for c in g.ties.tied] if g.ties is not None else [],
             "noise": g.noise_line,
-            "rows": [{**record(g, r), "cells": [c.to_dict() for c in r.doc.cells]} for r in g.rows]})
+            "rows": [{**record(g, r), "accept_per_position": _per_position(r.doc),
+                      "cells": [c.to_dict() for c in r.doc.cells]} for r in g.rows]})
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
 MD_COLUMNS = (  # (header, record key, digits)
     ("#", "rank", 0), ("trial", "trial", 0), ("status", "status", 0), ("speedup", "speedup_vs_baseline", 3),
-    ("peak tok/s", "tok_s_peak", 4), ("accept", "accept_len", 3), ("pass", "coding_pass_rate", 3),
+    ("peak tok/s", "tok_s_peak", 4), ("accept", "accept_len", 3), ("accept rate", "accept_rate", 3),
+    ("greedy same", "greedy_identical", 3), ("pass", "coding_pass_rate", 3),
     ("TTFT p50/p90/p99 ms", "ttft", 3), ("TPOT p50/p90/p99 ms", "tpot", 3), ("$/Mtok", "usd_per_mtok", 3),
 )
+
+
+def _per_position(doc: Any) -> list[float] | None:
+    """Accepted per draft position over the trial (/metrics), for the JSON export."""
+    window = doc.acceptance.metrics if doc.acceptance is not None else None
+    return list(window.per_position) if window is not None and window.per_position else None
 
 
 def _cell(rec: dict[str, Any], key: str, digits: int) -> str:

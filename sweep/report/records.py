@@ -21,8 +21,8 @@ FIELDS = (
     "failure_reason", "feasible", "tied_with_best", "spec", "budget", "topk", "window", "headline_concurrency",
     "headline_context", "tok_s_lowc", "tok_s_lowc_ci_low", "tok_s_lowc_ci_high", "tok_s_c1",
     "tok_s_peak", "objective_value", "speedup_vs_baseline", "speedup_baseline", "accept_len",
-    "accept_rate", "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s", "repeats",
-    "goodput_tok_s", "max_load", "per_stream_tok_s_lowc", "sweep_id", "source",
+    "accept_rate", "greedy_identical", "coding_pass_rate", *LATENCIES, "errors", "usd_per_mtok", "startup_s",
+    "repeats", "goodput_tok_s", "max_load", "per_stream_tok_s_lowc", "sweep_id", "source",
 )
 
 
@@ -69,7 +69,7 @@ def record(group: Group, row: Row) -> dict[str, Any]:
         "tok_s_c1": _num(m.tok_s_c1), "tok_s_peak": _num(m.tok_s_peak),
         "objective_value": _num(row.objective_value), "speedup_vs_baseline": _num(row.speedup),
         "speedup_baseline": row.baseline_name, "accept_len": _num(m.accept_len),
-        "accept_rate": _num(row.speculation.rate),
+        "accept_rate": _num(row.speculation.rate), "greedy_identical": _num(m.greedy_identical),
         "coding_pass_rate": _num(m.coding_pass_rate),
         **{k: _num(cell.get(k)) if cell is not None else None for k in LATENCIES},
         "errors": m.errors, "usd_per_mtok": _num(m.usd_per_mtok), "startup_s": _num(m.startup_s),

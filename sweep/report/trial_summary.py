@@ -119,7 +119,19 @@ def speculation_lines(doc: TrialResult) -> list[str]:
         lines.append(f"  accepted per draft position (share of drafting steps): {positions}")
     if (verdict := spec.verdict()) is not None:
         lines.append(verdict)
+    if (same := _identity_line(doc)) is not None:
+        lines.append(same)
     return lines
+
+
+def _identity_line(doc: TrialResult) -> str | None:
+    """The greedy-identity pass against the baseline's answers (speculation is lossless)."""
+    ident = doc.identity
+    if ident is None or not ident.answers:
+        return None
+    if ident.greedy_identical is None:
+        return f"greedy identity: - ({len(ident.answers)} answers, no baseline answers to compare)"
+    return f"greedy identity: {ident.identical}/{ident.compared} answers as the baseline's"
 
 
 def _where(doc: TrialResult) -> str:

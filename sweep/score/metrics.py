@@ -187,6 +187,7 @@ def metrics(result: TrialResult) -> Metrics:
         tok_s_peak=max((c.output_tok_s for c in ok if c.output_tok_s is not None), default=None),
         accept_len=trial_accept_len(cells),
         accept_rate=accept_rate(result),
+        greedy_identical=result.identity.greedy_identical if result.identity is not None else None,
         coding_pass_rate=coding.pass_rate if coding is not None else None,
         speedup_vs_baseline=result.speedup_vs_baseline,
         ttft_ms_p50=head.ttft_ms_p50 if head else None,

@@ -88,6 +88,11 @@ def constraints(values: Metrics, objective: Objective) -> tuple[list[float], lis
         p99 = values.ttft_ms_p99
         out.append(float("inf") if p99 is None else float(p99) - float(spec.ttft_ms_p99_max))
         names.append("ttft_ms_p99")
+    if spec.greedy_identical_min is not None:
+        # unmeasured (no baseline answers for these prompts) is not passed: the gate was asked for
+        same = values.greedy_identical
+        out.append(float("inf") if same is None else float(spec.greedy_identical_min) - float(same))
+        names.append("greedy_identical")
     return out, names
 
 

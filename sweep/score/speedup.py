@@ -1,11 +1,12 @@
 """The speedup over the autoregressive baseline: the baseline rule and the ratio, once.
 
 A baseline is an ``ok`` result with ``spec.algorithm == none`` on the same
-box and layout, the same model, the same workload matrix (so the headline
+box and layout, the same model and engine (llama.cpp and vLLM serve the same
+SmolLM2 on the same CPU box), the same workload matrix (so the headline
 tok/s, at the lowest measured concurrency, compares like with like), the same
 load and prompts (arrival rate, prompt source and dataset, temperature,
-ignore_eos: a Poisson-loaded or sampled trial is no peer of a closed-loop
-greedy one, whatever its workload's name) and the same simulated-ness (a
+ignore_eos, the workload's endpoint: a Poisson-loaded or sampled trial is no
+peer of a closed-loop greedy one, whatever its workload's name) and the same simulated-ness (a
 simulated baseline never vouches for a real box, nor the reverse). The trial
 looks one up among earlier result files (:func:`find`, the newest match);
 the comparison table pairs rows it already has (:func:`best_baseline`). Both
@@ -25,7 +26,7 @@ _HW_KEYS = ("name", "tp", "ep", "dp")
 _WL_KEYS = ("contexts", "concurrency", "max_tokens")
 # how the load is made, with the value a result file written before the key existed meant
 _LOAD_KEYS = {"request_rate": None, "prompt_source": "text", "dataset_path": None,
-              "temperature": 0.0, "ignore_eos": True}
+              "temperature": 0.0, "ignore_eos": True, "endpoint": None}
 T = TypeVar("T")
 
 
@@ -44,6 +45,7 @@ def baseline_key(config: Mapping[str, Any], simulated: bool) -> tuple[Any, ...]:
     return (
         tuple(hw.get(k) for k in _HW_KEYS),
         model.get("name"),
+        _section(config, "server").get("name"),   # one engine's baseline never vouches for another's
         tuple(_hashable(wl.get(k)) for k in _WL_KEYS),
         tuple(_hashable(wl.get(k, default)) for k, default in _LOAD_KEYS.items()),
         bool(simulated),

@@ -24,7 +24,7 @@ from sweep.record.naming import trial_name
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
-from sweep.trial import bench_errors, hooks, prediction
+from sweep.trial import bench_errors, hooks, identity, prediction
 from sweep.trial.autobaseline import search_roots
 from sweep.trial.context import TrialContext, hydra_context
 from sweep.trial.port import Ports
@@ -74,11 +74,12 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     from sweep.bench.coding import run_coding_eval
     from sweep.bench.matrix import run_matrix, server_options
     from sweep.bench.serverstats import metrics_delta
-    from sweep.record.result import Acceptance, Cell, Coding, MaxLoad
+    from sweep.record.result import Acceptance, Cell, Coding, CounterWindow, MaxLoad
 
     readers = acceptance.Readers.of(cfg.server.acceptance)
-    mark = launcher.log_mark()
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
+    identity.run_pass(cfg, doc, path, base_url)  # before the window: in no throughput or acceptance figure
+    mark = launcher.log_mark()
     before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
     coding = None
@@ -101,9 +102,11 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
 
     slo = cfg.objective.slo if cfg.objective.slo.active else None
     plan = _load_plan(cfg, doc)
+    probe = _counter_probe(cfg, readers, base_url)
     try:
         if plan is not False:
             run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, slo=slo, plan=plan or None,
+                       counters=probe,
                        **server_options(cfg))
     except hooks.StopTrial as stop:
         doc.status = "pruned"
@@ -134,13 +137,13 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
             window = reported.metrics_window(window, "/metrics")
         except reported.BadReport as exc:
             bad, window = bad or str(exc), {}
-        doc.acceptance.metrics = window
+        doc.acceptance.metrics = CounterWindow.from_dict(window)
         doc.accept_len.metrics = window.get("accept_len")
-    if not launcher.alive():
-        _fail(doc, "crashed", "the server exited during the benchmark",
-              _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
-    elif message := bench_errors.verdict(bench_errors.tally(score.within_load(cells, doc.max_load), coding),
-                                         wl.max_error_rate):
+    failed = bench_errors.tally(score.within_load(cells, doc.max_load), coding)
+    if not launcher.alive() or (failed.failed and _exits(launcher)):
+        text = launcher.log_since(mark)
+        _fail(doc, "crashed", _crash_message(text), _tail(text, cfg.launcher.log_tail_lines))
+    elif message := bench_errors.verdict(failed, wl.max_error_rate):
         _fail(doc, bench_errors.REASON, message, _tail(launcher.log_since(mark), cfg.launcher.log_tail_lines))
     elif bad is not None:  # the server reported nonsense: nothing it measured is trusted
         _fail(doc, bench_errors.REASON, f"{reported.KIND}: {bad}",
@@ -166,6 +169,34 @@ def _load_plan(cfg: TrialConfig, doc: TrialResult) -> Any:
     from sweep.bench.maxload import MaxLoadPlan
 
     return MaxLoadPlan(cfg.workload, cfg.objective.slo)
+
+
+def _exits(launcher: Any, wait_s: float = 5.0) -> bool:
+    """Whether a server whose requests failed is on its way out (vLLM's API process takes a
+    moment to tear down after its engine died; its requests are refused meanwhile)."""
+    deadline = time.monotonic() + wait_s
+    while launcher.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _crash_message(log_text: str) -> str:
+    """'the server exited during the benchmark', with the server's last error line when it has one."""
+    from launchers.classify import last_error
+
+    said = last_error(log_text)
+    return "the server exited during the benchmark" + (f": {said}" if said else "")
+
+
+def _counter_probe(cfg: TrialConfig, readers: Any, base_url: str) -> Any:
+    """Per-cell acceptance from /metrics counters, for a server whose responses carry none (vLLM)."""
+    if not cfg.server.enable_metrics or not readers.metrics.counters or readers.request.paths:
+        return None
+    from sweep.bench.serverstats import CounterProbe
+
+    return CounterProbe(lambda: _metrics(cfg, readers, base_url) or {}, readers.metrics)
 
 
 def _synthetic(readers: Any, handle: Any) -> dict[str, Any] | None:
@@ -200,8 +231,11 @@ def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path
     tok = doc.metrics.tok_s_lowc
     if cfg.spec.algorithm == "none":
         doc.speedup_vs_baseline = 1.0 if tok else None
+        identity.compare_with(doc, None, None)
         return
     found = speedup.find(doc.config, cfg.simulated, search_roots(cfg, ctx), exclude=path)
+    if found:
+        identity.compare_with(doc, *found)
     if found and tok:
         bpath, bdoc = found
         head = score.headline(bdoc)

@@ -45,7 +45,7 @@ def test_every_hardware_and_spec_validates(hardware: str, spec: str) -> None:
     ("server.port=70000", "server.port", "in [1, 65535]"),
     ("hardware.ep=3", "hardware.ep", "must divide hardware.tp=8"),
     ("spec.budget=abc", "spec.budget", "integer"),
-    ("workload.prompt_source=lorem", "workload.prompt_source", "text, random_ids, dataset"),
+    ("workload.prompt_source=lorem", "workload.prompt_source", "text, edit, prose, random_ids, dataset"),
     ("workload.prompt_source=dataset", "workload.dataset_path", "JSONL"),
     ("workload.seed=-1", "workload.seed", "in [0, 4294967295]"),
     ("server.endpoint=generate", "server.endpoint", "completions, chat"),
@@ -64,7 +64,8 @@ def test_unknown_option_lists_allowed() -> None:
     with pytest.raises(ConfigError) as info:
         build("spec=fast")
     assert info.value.key == "spec"
-    assert "allowed: ddtree, dflash, eagle3, llamacpp_draft, llamacpp_ngram, llamacpp_synth, none" in info.value.message
+    assert ("allowed: ddtree, dflash, draft, eagle3, llamacpp_draft, llamacpp_ngram, llamacpp_synth, ngram, none, "
+            "suffix") in info.value.message
 
 
 def test_unknown_key_is_named() -> None:

@@ -54,11 +54,14 @@ def test_none_renders_no_speculative_flags() -> None:
 
 
 def test_vllm_speculative_config_is_json() -> None:
-    la = launch("server=vllm", "spec=dflash")
+    # a GPU box: the group's CPU defaults named away (server.group_defaults bring the CPU box)
+    la = launch("server=vllm", "hardware=b300", "model=kimi_k26", "workload=seed", "spec=dflash")
     args = list(la.args)
     conf = json.loads(args[args.index("--speculative-config") + 1])
     assert conf == {"method": "dflash", "model": "z-lab/Kimi-K2.6-DFlash", "num_speculative_tokens": 8}
-    assert la.executable[:2] == ("vllm", "serve")
+    assert la.executable[1:] == ("-m", "vllm.entrypoints.openai.api_server")
+    assert args[args.index("--model") + 1] == "moonshotai/Kimi-K2.6"
+    assert "--enforce-eager" not in args and "VLLM_CPU_KVCACHE_SPACE" not in la.env
 
 
 def test_sim_is_sglang_plus_sim_flags() -> None:

@@ -36,6 +36,8 @@ KNOBS = {
     "llamacpp_draft": ["spec.draft_n_min=1", "spec.draft_p_min=0.5", "spec.budget=3"],
     "llamacpp_synth": ["spec.synth_len=null", "spec.synth_rates=[0.9,0.6,0.3,0.1]"],
     "llamacpp_ngram": ["spec.ngram_n_match=8"],
+    "ngram": ["spec.budget=6", "spec.ngram_n_max=8", "spec.draft_n_min=2", "spec.ngram_type=ngram-simple"],
+    "draft": ["spec.budget=2", "spec.draft_n_min=1", "spec.draft_p_min=0.5"],
     "none": ["server.threads=2", "server.api_key=k"],
 }
 
@@ -60,7 +62,7 @@ def usage_flags(exe: str) -> frozenset[str]:
 
 
 def test_every_spec_of_ours_is_covered():
-    assert set(SPECS) == {"llamacpp_draft", "llamacpp_synth", "llamacpp_ngram", "none"}
+    assert set(SPECS) == {"llamacpp_draft", "llamacpp_synth", "llamacpp_ngram", "ngram", "draft", "none"}
     assert set(KNOBS) == set(SPECS)
 
 

@@ -66,6 +66,7 @@ SPEC_DESTS: dict[str, dict[str, str]] = {
     "dflash": {"speculative_num_draft_tokens": "block", "speculative_draft_window_size": "window"},
     "eagle3": {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "topk",
                "speculative_num_draft_tokens": "budget"},
+    "ngram": {"speculative_num_draft_tokens": "budget"},
     "none": {},
 }
 
@@ -224,8 +225,9 @@ def assert_values(cfg, rep: Report, args: Sequence[str]) -> None:
         want["speculative_algorithm"] = None
         want["speculative_draft_model_path"] = None
     else:
-        want["speculative_algorithm"] = spec.algorithm.upper()
-        want["speculative_draft_model_path"] = model.draft_paths[spec.draft_family]
+        want["speculative_algorithm"] = (spec.render["sglang"]["args"].get("--speculative-algorithm")
+                                         or spec.algorithm.upper())
+        want["speculative_draft_model_path"] = model.draft_paths[spec.draft_family] if spec.draft_family else None
     for dest, spec_field in SPEC_DESTS[spec.algorithm].items():
         want[dest] = getattr(spec, spec_field)
     got = {k: getattr(ns, k) for k in want}

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweep import _engine_weights
+from sweep.engines import _weights as _engine_weights
 
 from .conftest import env
 

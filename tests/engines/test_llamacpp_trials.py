@@ -170,3 +170,33 @@ def test_a_grid_without_a_baseline_runs_one_and_reports_acceptance_and_speedup(s
     assert "accept rate" in report and "Accept rate vs budget" in report and "× baseline" in report
     assert "topk None" not in report and "window None" not in report
 
+
+def test_greedy_identity_gate_passes_ngram_and_refuses_synthetic_acceptance(sweep_cli, tmp_path: Path):
+    """Speculation is lossless: n-gram drafting answers the fixed greedy prompts exactly as the
+    spec=none baseline did. Synthetic acceptance accepts the drafter's tokens unchecked: its
+    answers change, and the gate (objective.constraints.greedy_identical_min) says infeasible."""
+    from sweep.record.result import TrialResult
+    from sweep.score.objective import constraints, feasible, objective_of
+
+    ident = ["workload.identity.prompts=3", "workload.identity.max_tokens=32", "workload.identity.context=96",
+             "objective.constraints.greedy_identical_min=1.0", f"results.search_dirs=[{tmp_path}/base]"]
+    proc = sweep_cli("spec=none", *ident, f"hydra.run.dir={tmp_path}/base")
+    assert proc.returncode == 0, explain(proc)
+    (base,) = results(tmp_path / "base")
+    _ok(base)
+    assert base["identity"]["greedy_identical"] == 1.0 and base["identity"]["baseline"] == "self"
+    assert len(base["identity"]["answers"]) == 3 and all(a["text"] for a in base["identity"]["answers"])
+    verdicts = {}
+    for name, spec in (("ngram", ["spec=ngram"]),
+                       ("synth", ["spec=llamacpp_synth", "spec.budget=4", "spec.synth_len=5"])):
+        proc = sweep_cli(*spec, *ident, f"hydra.run.dir={tmp_path}/{name}")
+        assert proc.returncode == 0, explain(proc)
+        (doc,) = results(tmp_path / name)
+        _ok(doc)
+        assert doc["identity"]["compared"] == 3 and doc["identity"]["baseline"].startswith(str(tmp_path / "base"))
+        result = TrialResult.from_dict(doc)
+        values, names = constraints(result.metrics, objective_of(result))
+        verdicts[name] = (doc["identity"]["identical"], values[names.index("greedy_identical")], feasible(result))
+    assert verdicts["ngram"] == (3, 0.0, True), verdicts
+    identical, gap, ok = verdicts["synth"]
+    assert identical < 3 and gap > 0 and not ok, verdicts

@@ -21,7 +21,7 @@ from sweep.compose import bounds
 
 CONTEXTS: list[list[str]] = [
     [], ["launcher=ssh", "launcher.host=box"], ["launcher=slurm"], ["server=llamacpp"],
-    ["server=llamacpp", "spec=llamacpp_ngram"], ["server=llamacpp", "spec=llamacpp_draft"],
+    ["server=llamacpp", "spec=llamacpp_ngram"], ["server=llamacpp", "spec=llamacpp_draft"], ["server=vllm"],
 ]
 
 
@@ -166,6 +166,7 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "remote_dir": [("relative", "not absolute")],
         "uri": [("'a b'", "spaces")],
         "url_path": [("health", "no leading /")],
+        "cpus": [("'0-1;id'", "injection"), ("'1-'", "core-list syntax")],
         "url_paths": [("[health]", "no leading /")],
         "ints": [("[100000000000]", "above the upper bound"), ("[0]", "below the lower bound"), ("[abc]", "wrong type")],
         "floats": [("[2]", "above the upper bound"), ("abc", "wrong type")],

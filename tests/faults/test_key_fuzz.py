@@ -189,6 +189,9 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
         return st.sampled_from(["5", "{a: 1}", "abc", "true"])
     if kind == "figure":
         return st.one_of(st.sampled_from(["-1", q("a b"), "nan", "inf", "-inf", "[1]", q("$(id)")]), HUGE)
+    if kind == "cpus":
+        return st.one_of(st.sampled_from([q("0-3;id"), q("$(id)"), "abc", q("0-"), q("1,,2"), "[1]", "{a: 1}"]),
+                         CONTROL)
     if kind == "slurm_time":
         return st.one_of(st.sampled_from(["2h", q("1:2:3:4"), q("1-"), "-5", q("$(id)"), "[1]"]), CONTROL)
     if kind == "gres":

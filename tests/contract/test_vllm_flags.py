@@ -1,0 +1,178 @@
+"""Every launch our YAML renders for server=vllm is accepted by vLLM's own parser and config classes.
+
+For each spec with a vLLM form (conf/spec/*.yaml with ``render.vllm``), with
+the server's defaults and with its optional knobs set, the launch is rendered
+through the project (compose -> from_omegaconf -> render) and handed to
+tests/contract/vllm_probe.py, run by the interpreter of the vLLM venv
+(``python -m sweep.engines vllm``; vLLM never enters the project's
+environment). There vLLM's OpenAI server parser parses the argv and its engine
+arguments build the whole configuration -- ``SpeculativeConfig`` included,
+whose pydantic model forbids unknown keys -- so a flag, a JSON key or a value
+vLLM 0.32 does not know fails here, in CI, instead of at a server's start.
+
+Checked per launch: (a) every rendered flag is an option string of the parser,
+by its full name (argparse takes unambiguous prefixes); (b) parsing and
+``create_engine_config()`` succeed; (c) the values vLLM holds are the ones the
+config asked for (model, served name, context, eager mode, dtype, port, and
+every ``--speculative-config`` key). The checker itself must fail on an
+unknown flag, an unknown JSON key and a bad speculative value.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+import vllm_env  # noqa: E402
+
+pytestmark = pytest.mark.contract
+PROBE = Path(__file__).with_name("vllm_probe.py")
+
+SPECS = sorted(p.stem for p in (ROOT / "conf" / "spec").glob("*.yaml")
+               if "vllm" in (yaml.safe_load(p.read_text()).get("render") or {})
+               or p.stem == "llamacpp_ngram")  # the alias renders spec=ngram's vLLM form
+# eagle3 / dflash need a draft head; SmolLM2 has none. Stand-ins (named as such): SmolLM2 itself for
+# EAGLE-3, and for DFlash a config-only folder in the shape of a DFlash head (architecture
+# DFlashDraftModel, dflash_config) with SmolLM2's sizes -- vLLM reads configs only here, no weight.
+
+
+@lru_cache(maxsize=1)
+def heads() -> tuple[str, ...]:
+    import atexit
+    import shutil
+    import tempfile
+
+    model = Path(vllm_env.require()["model"])
+    folder = Path(tempfile.mkdtemp(prefix="dflash-standin-"))
+    atexit.register(shutil.rmtree, folder, True)
+    config = json.loads((model / "config.json").read_text())
+    config.update({"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "num_hidden_layers": 1,
+                   "block_size": 8, "dflash_config": {"target_layer_ids": [1, 14, 27], "mask_token_id": 0},
+                   "rope_theta": (config.pop("rope_parameters", None) or {}).get("rope_theta", 10000.0)})
+    (folder / "config.json").write_text(json.dumps(config))
+    return ("model.draft_paths.eagle3=${model.path}", f"model.draft_paths.dflash={folder}")
+KNOBS = {
+    "ngram": ["spec.budget=6", "spec.ngram_n_max=5", "spec.ngram_n_min=1"],
+    "llamacpp_ngram": ["spec.budget=3"],
+    "draft": ["spec.budget=2"],
+    "suffix": ["spec.budget=8", "spec.suffix_max_tree_depth=16", "spec.suffix_max_spec_factor=2.0",
+               "spec.suffix_min_token_prob=0.2", "spec.suffix_max_cached_requests=100"],
+    "eagle3": ["spec.budget=4"],
+    "synth": ["spec.synth_len=null", "spec.synth_rates=[0.9,0.5,0.25,0.1]"],
+    "dflash": ["spec.block=4"],
+    "none": ["server.max_running_requests=8", "server.max_num_batched_tokens=4096", "server.api_key=sk-x",
+             "hardware.cpu.eager=false", "hardware.cpu.dtype=bfloat16", "hardware.cpu.kv_cache_gib=1",
+             "server.seed=7"],
+}
+# The speculative-config keys of our YAML -> the SpeculativeConfig attribute vLLM keeps them in.
+SPEC_KEYS = {"method": "method", "model": "model", "num_speculative_tokens": "num_speculative_tokens",
+             "prompt_lookup_max": "prompt_lookup_max", "prompt_lookup_min": "prompt_lookup_min",
+             "suffix_decoding_max_tree_depth": "suffix_decoding_max_tree_depth",
+             "suffix_decoding_max_spec_factor": "suffix_decoding_max_spec_factor",
+             "suffix_decoding_min_token_prob": "suffix_decoding_min_token_prob",
+             "suffix_decoding_max_cached_requests": "suffix_decoding_max_cached_requests",
+             "rejection_sample_method": "rejection_sample_method",
+             "synthetic_acceptance_rates": "synthetic_acceptance_rates"}
+
+
+def rendered(spec: str, *extra: str):
+    from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.render import render
+
+    # spec=synth is GPU-only (its declared constraint): parsed as a GPU box would render it
+    gpu = ["hardware.num_gpus=1", "hardware.memory_gb=80"] if spec == "synth" else []
+    cfg = from_omegaconf(compose(["server=vllm", f"spec={spec}", *heads(), *gpu, *extra]))
+    return cfg, render(cfg)
+
+
+def cases() -> list[tuple[str, bool]]:
+    return [(spec, knobs) for spec in SPECS for knobs in (False, True)]
+
+
+@lru_cache(maxsize=1)
+def probed() -> dict[tuple[str, bool], dict]:
+    """Every case through vLLM at once (one interpreter start: importing vLLM takes a while)."""
+    python = vllm_env.require()["server"]
+    launches = {case: rendered(case[0], *(KNOBS[case[0]] if case[1] else []))[1] for case in cases()}
+    return dict(zip(launches, run_probe([{"argv": list(la.args), "env": dict(la.env)}
+                                          for la in launches.values()], python)))
+
+
+def run_probe(items: list[dict], python: Path) -> list[dict]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
+        src.write_text(json.dumps(items))
+        proc = subprocess.run([str(python), "-I", str(PROBE), str(src), str(dst)], capture_output=True,
+                              text=True, timeout=900, cwd=tmp)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(dst.read_text())
+
+
+def _flags(args) -> list[str]:
+    return [a.split("=", 1)[0] for a in args if a.startswith("--")]
+
+
+def test_every_spec_of_ours_is_covered():
+    assert set(SPECS) == {"ngram", "llamacpp_ngram", "draft", "suffix", "synth", "eagle3", "dflash", "none"}
+    assert set(KNOBS) == set(SPECS)
+
+
+@pytest.mark.parametrize("spec,knobs", cases(), ids=[f"{s}-{'knobs' if k else 'defaults'}" for s, k in cases()])
+def test_rendered_launch_passes_vllms_parser_and_config(spec: str, knobs: bool):
+    cfg, launch = rendered(spec, *(KNOBS[spec] if knobs else []))
+    assert list(launch.executable[-2:]) == ["-m", "vllm.entrypoints.openai.api_server"]
+    got = probed()[(spec, knobs)]
+    unknown = sorted(set(_flags(launch.args)) - set(got["options"]))
+    assert not unknown, f"not vLLM options (full names): {unknown}"
+    assert got["parse_error"] is None, got["parse_error"]
+    assert got["config_error"] is None, got.get("config_error_full")
+    parsed = got["parsed"]
+    assert parsed["model"] == cfg.model.path
+    assert parsed["served_model_name"] in (cfg.model.served_name, [cfg.model.served_name])
+    assert parsed["max_model_len"] == cfg.model.context_length
+    assert parsed["enforce_eager"] is cfg.server.disable_cuda_graph
+    assert parsed["dtype"] == cfg.raw["hardware"]["cpu"]["dtype"]
+    assert parsed["port"] == cfg.server.port and parsed["seed"] == cfg.raw["server"]["seed"]
+    want = (cfg.spec.render.get("vllm") or {}).get("args", {}).get("--speculative-config")
+    if want is None:
+        assert parsed["speculative"] is None
+        return
+    for key, value in want.items():
+        if key == "synthetic_acceptance_length":  # vLLM resolves a length into per-position rates
+            if value is not None:
+                rates = parsed["speculative"]["synthetic_acceptance_rates"]
+                assert len(rates) == want["num_speculative_tokens"] and 1 + sum(rates) == pytest.approx(value)
+            continue
+        if key == "synthetic_acceptance_rates" and value is None:
+            continue
+        assert parsed["speculative"][SPEC_KEYS[key]] == value, (key, parsed["speculative"])
+
+
+def test_the_checker_really_rejects():
+    """An unknown flag, an unknown --speculative-config key and a bad value are each refused."""
+    python = vllm_env.require()["server"]
+    _, launch = rendered("ngram")
+    args = list(launch.args)
+    i = args.index("--speculative-config")
+    spec = json.loads(args[i + 1])
+    bad_key = [*args[:i + 1], json.dumps({**spec, "prompt_lookup_maximum": 4}), *args[i + 2:]]
+    bad_value = [*args[:i + 1], json.dumps({**spec, "prompt_lookup_min": 5, "prompt_lookup_max": 2}), *args[i + 2:]]
+    flag, key, value = run_probe([{"argv": [*args, "--no-such-flag"], "env": {}},
+                                  {"argv": bad_key, "env": {}}, {"argv": bad_value, "env": {}}], python)
+    assert "--no-such-flag" in (flag["parse_error"] or ""), flag
+    assert key["parse_error"] is None and "prompt_lookup_maximum" in (key.get("config_error_full") or ""), key
+    assert "prompt_lookup_min" in (value.get("config_error_full") or ""), value
