@@ -27,7 +27,7 @@ UI_VIEW = {
     "selectedColumns": ["tags.`status`", "tags.`tok/s`", "tags.`conc`", "tags.`speedup`", "tags.`accept len`",
                         "tags.`accept rate`", "tags.`TTFT ms`", "tags.`TPOT ms`", "tags.`pass`",
                         "params.`spec.budget`", "params.`spec.topk`", "params.`spec.window`",
-                        "tags.`workload`", "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`"],
+                        "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`"],  # workload: the group
     # like with like: one group per box and workload
     "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "hardware"},
                                                            {"mode": "tag", "groupByData": "workload"}]},

@@ -146,10 +146,9 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
 # Headline metrics shown rounded in the shipped view, as tags with short names (a column header
 # is the tag's name; the metrics keep full precision under their own names).
 ROUNDED = {"tok_s_lowc": "tok/s", "headline_concurrency": "conc", "speedup_vs_baseline": "speedup",
-           "accept_len": "accept len", "accept_rate": "accept rate", "greedy_identical": "greedy same",
-           "ttft_ms_p50": "TTFT ms",
+           "accept_len": "accept len", "accept_rate": "accept rate", "ttft_ms_p50": "TTFT ms",
            "tpot_ms_p50": "TPOT ms", "tok_s_peak": "peak tok/s", "coding_pass_rate": "pass",
-           "usd_per_mtok": "USD/Mtok"}
+           "usd_per_mtok": "USD/Mtok", "greedy_identical": "greedy same"}
 
 
 def rounded_tags(doc: TrialResult) -> dict[str, str]:

@@ -22,7 +22,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def _chromium(url: str, tmp: Path, screenshot: Path, budget_ms: int) -> str:
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp / 'chromium-profile'}", "--window-size=1920,1080",
+           f"--user-data-dir={tmp / 'chromium-profile'}", "--window-size=2560,1080",  # MLflow 3.17 opens its Assistant panel beside the table
            f"--virtual-time-budget={budget_ms}", f"--screenshot={screenshot}", "--dump-dom", url]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp)
     assert out.returncode == 0, out.stderr[-2000:]
