@@ -345,6 +345,11 @@ def sweeper_settings(cfg: Any, seed: int) -> Any:
 
 
 class _Quiet:
+    """The sweep's progress lines, silenced (the dispatcher still records each trial's time)."""
+
+    def __init__(self) -> None:
+        self.ran: list[float] = []
+
     def start(self, *_a: Any, **_k: Any) -> None:
         return None
 

@@ -108,3 +108,15 @@ def test_the_perturbed_twin_moves_constants_and_structure_deterministically() ->
     assert wide["output_tok_s"] < narrow["output_tok_s"] < 1000.0
     # a startup failure is the box's quirk, not a constant: it stays
     assert truth_prediction(_config("spec.budget=16"), Perturbation(1))["failure"] == "cuda_graph"
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_the_sweepers_loop_on_the_perturbed_twin() -> None:
+    """The perturbed truth drives the Optuna sweeper's own loop and dispatcher (which records each
+    trial's time in the loop's progress): one seed on one box, every strategy to its last line."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_efficiency.py"), "--truth", "perturbed",
+                          "--target", "objective", "--hardware", "b300", "--seeds", "1"], capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("share of the grid's GPU-hours per strategy") and "random " in last, last
