@@ -57,7 +57,8 @@ class Perturbation:
         return self._rng("extra_b").uniform(0.0, 0.002)
 
     def label(self) -> str:
-        return (f"perturbed twin seed {self.seed}: constants +-{self.sigma:.0%} (z), accept x (W/8)^"
+        return (f"perturbed twin seed {self.seed}: constants and structure from sweep.sim.perturb "
+                f"(scale {self.sigma / 0.2:g}), accept x (W/8)^"
                 f"{self.kappa:+.2f}, context decay {self.decay:.2f}, extra step cost {self.extra_a_ms:.2f} ms + "
                 f"{self.extra_b_ms * 1000:.2f} us x running x width")
 
