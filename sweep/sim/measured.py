@@ -97,7 +97,8 @@ def chain_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 "chain_floor": flag("--spec-ngram-mod-n-min" if ngram else "--spec-draft-n-min"),
                 "lookup_key": flag("--spec-ngram-mod-n-match") if ngram else None,
                 "draft_p_min": args.get("--spec-draft-p-min")}
-    conf = args.get("--speculative-config") if flavor == "vllm" else None
+    # vLLM's one mapping-valued argument is its speculative config (the flag's name lives in YAML)
+    conf = next((v for v in args.values() if isinstance(v, Mapping)), None) if flavor == "vllm" else None
     if isinstance(conf, Mapping):
         return {"chain_n_max": conf.get("num_speculative_tokens") or spec.get("budget"), "chain_floor": 0,
                 "lookup_key": conf.get("prompt_lookup_min") if ngram else None, "draft_p_min": None}
