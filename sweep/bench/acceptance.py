@@ -201,6 +201,8 @@ class LogReader:
         self.fields = {str(k): re.compile(str(v)) for k, v in (decl.get("fields") or {}).items()}
         self.summed = frozenset(str(x) for x in decl.get("sum") or ())
         self.synthetic = re.compile(str(decl["synthetic"])) if decl.get("synthetic") else None
+        # one line per finished request (llama.cpp's print_timings), written after its response
+        self.per_request = bool(decl.get("per_request"))
 
     def read(self, text: str) -> dict[str, Any] | None:
         """``{field: mean (or sum), ..., samples}``; None when no line carried a field."""

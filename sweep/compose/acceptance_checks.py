@@ -14,7 +14,7 @@ from sweep.errors import ConfigError
 
 REQUEST_KEYS = ("paths", "tokens", "verify_steps", "drafted", "accepted")
 METRIC_KEYS = ("counters", "gauges", "per_position")
-LOG_KEYS = ("line", "fields", "sum", "synthetic")
+LOG_KEYS = ("line", "fields", "sum", "synthetic", "per_request")
 
 
 def check_declaration(node: Mapping[str, Any], p: str = "server.acceptance") -> None:

@@ -119,7 +119,7 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     doc.requests_retried = sum(r.retries for c in cells for r in c.results)
     doc.accept_len.requests = score.trial_accept_len(doc.cells)
     bad: str | None = None
-    from_log = readers.log.read(launcher.log_since(mark))
+    from_log = _log_window(readers, launcher, mark, sum(c.requests - c.errors for c in cells))
     try:  # figures the server reports are checked like its usage (sweep/bench/reported.py)
         from_log = reported.metrics_window(from_log, "log") if from_log else from_log
     except reported.BadReport as exc:
@@ -169,6 +169,20 @@ def _load_plan(cfg: TrialConfig, doc: TrialResult) -> Any:
     from sweep.bench.maxload import MaxLoadPlan
 
     return MaxLoadPlan(cfg.workload, cfg.objective.slo)
+
+
+def _log_window(readers: Any, launcher: Any, mark: Any, answered: int, wait_s: float = 3.0) -> Any:
+    """The acceptance the server's log reports over the window. A server writes a request's line
+    after its response and the log pump lags behind it, so the last lines may not be in yet: wait
+    (up to ``wait_s``) until the log has a sample per answered request, where the server declares
+    a line per request (``server.acceptance.log.per_request``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        got = readers.log.read(launcher.log_since(mark))
+        if not readers.log.per_request or int((got or {}).get("samples") or 0) >= answered \
+                or time.monotonic() >= deadline:
+            return got
+        time.sleep(0.1)
 
 
 def _exits(launcher: Any, wait_s: float = 5.0) -> bool:
