@@ -184,7 +184,7 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
     window = doc.acceptance.metrics if doc.acceptance is not None else None
     for pos, share in enumerate((window.per_position if window is not None else None) or ()):
         if (v := _number(share)) is not None:  # accepted at draft position `step` / drafting steps
-            out.append(("6 accept_len/per position", v, pos))
+            out.append(("accept_pos", v, pos))
     pred = doc.prediction  # the pre-screen's twin, vs what was measured (sweep/trial/prediction.py)
     if pred is not None:
         for key, raw in (("predicted_objective", pred.objective), ("prediction_error", pred.error),

@@ -62,6 +62,8 @@ class Speculation:
 def _section(doc: TrialResult, name: str) -> Mapping[str, Any]:
     acc = doc.acceptance
     part = getattr(acc, name, None) if acc is not None else None
+    if part is not None and hasattr(part, "to_dict"):  # a typed record (acceptance.metrics: CounterWindow)
+        part = part.to_dict()
     return part if isinstance(part, Mapping) else {}
 
 

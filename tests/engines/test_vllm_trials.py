@@ -42,7 +42,7 @@ def test_ngram_budget_grid_beside_its_baseline_on_the_edit_workload(vllm_cli, tm
     spec=none baseline it is compared with (run first by baseline.auto_run)."""
     proc = vllm_cli("-m", "spec=ngram", "spec.budget=2,4", "baseline.auto_run=true",
                     "objective.constraints.greedy_identical_min=1.0", f"hydra.sweep.dir={tmp_path}/grid",
-                    timeout=1200)
+                    timeout=1200, baseline=True)
     assert proc.returncode == 0, explain(proc)
     docs = results(tmp_path)
     base = [d for d in docs if d["config"]["spec"]["algorithm"] == "none"]
