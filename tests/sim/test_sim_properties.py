@@ -35,10 +35,10 @@ def hw(name: str) -> dict[str, Any]:
 
 
 def shipped_profiles() -> list[str]:
-    names = []
+    names: list[str] = []
     for path in sorted(constants.SHIPPED_DIR.glob("*.yaml")):
-        names += yaml.safe_load(path.read_text())["profiles"]
-    return names
+        names += [n for n in yaml.safe_load(path.read_text())["profiles"] if n not in names]
+    return sorted(names)
 
 
 def ddtree(budget: int, topk: int = 4, window: int = 2048) -> dict[str, Any]:
@@ -46,9 +46,11 @@ def ddtree(budget: int, topk: int = 4, window: int = 2048) -> dict[str, Any]:
 
 
 def test_every_shipped_profile_is_calibrated() -> None:
-    assert shipped_profiles() == ["b300", "pro6000_ep4", "pro6000_ep8", "pro6000_tp8"]
+    # cpu: the recorded landscapes' box (cpu-llamacpp.yaml, cpu-vllm.yaml), calibrated per engine
+    assert shipped_profiles() == ["b300", "cpu", "pro6000_ep4", "pro6000_ep8", "pro6000_tp8"]
     for name in shipped_profiles():
-        assert constants.for_hardware(hw(name)).calibrated
+        box = constants.engine_hardware(hw(name), {"name": "llamacpp"}) if name == "cpu" else hw(name)
+        assert constants.for_hardware(box).calibrated, name
 
 
 @pytest.mark.parametrize("profile", shipped_profiles())
@@ -78,7 +80,8 @@ def test_monotone_in_concurrency_and_context(profile: str) -> None:
                         assert hi["per_stream_tok_s"] <= lo["per_stream_tok_s"] * (1 + EPS), (where, c, a, b)
 
 
-@pytest.mark.parametrize("profile", shipped_profiles())
+# GPU boxes: a CPU box's step is its weights streamed per token, long answers or short
+@pytest.mark.parametrize("profile", [p for p in shipped_profiles() if p != "cpu"])
 def test_shorter_answers_run_faster_per_token(profile: str) -> None:
     rates = [cells.estimate(hw(profile), MODEL, ddtree(8), context=100, concurrency=1, max_tokens=n)["per_stream_tok_s"]
              for n in (128, 256, 289, 512, 1024, 2048)]

@@ -91,7 +91,7 @@ def test_calibrate_refits_the_shipped_files_byte_for_byte(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     written = sorted(p.name for p in tmp_path.glob("*.yaml"))
     assert written == sorted(p.name for p in SHIPPED.glob("*.yaml")) == \
-        ["b300.yaml", "cpu-llamacpp.yaml", "pro6000.yaml"]  # the last from the recorded llama.cpp landscape
+        ["b300.yaml", "cpu-llamacpp.yaml", "cpu-vllm.yaml", "pro6000.yaml"]  # cpu-*: the recorded landscapes
     for name in written:
         assert (tmp_path / name).read_bytes() == (SHIPPED / name).read_bytes(), name
     # measured beside fitted, per point, and the constants the points cannot see
@@ -131,7 +131,7 @@ def test_calibrate_refuses_simulated_results_and_bad_input(tmp_path: Path) -> No
     missing = run("sweep.calibrate", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.startswith("error: results: no such file")
     box = run("sweep.calibrate", "--dry-run", "--box", "h200", str(MEASURED))
-    assert box.returncode == 2 and "error: --box: no points for h200; allowed: b300, cpu-llamacpp, pro6000" in box.stderr
+    assert box.returncode == 2 and "error: --box: no points for h200; allowed: b300, cpu-llamacpp, cpu-vllm, pro6000" in box.stderr
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     for name, model in (("b300-none-c1.json", "kimi_k26"), ("b300-ddtree-b8-t4-w2048-c8.json", "other_model")):
