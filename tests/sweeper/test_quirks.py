@@ -40,7 +40,8 @@ def budgets_started(sweep_dir: Path) -> list[tuple[int, bool, str]]:
         doc = json.loads(path.read_text())
         m = re.search(r"--speculative-ddtree-budget (\d+)", doc["command"])
         assert m, doc["command"]
-        out.append((int(m.group(1)), "--disable-cuda-graph" in doc["command"], doc["status"]))
+        # eager: SGLang 0.5.23's form (conf/server/sglang.yaml), not the deprecated --disable-cuda-graph
+        out.append((int(m.group(1)), "--cuda-graph-backend-decode disabled" in doc["command"], doc["status"]))
     return out
 
 
