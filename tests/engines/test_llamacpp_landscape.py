@@ -54,6 +54,7 @@ def test_record_a_landscape_and_calibrate_the_cpu_box_from_it(engine, tmp_path: 
     cal = subprocess.run([sys.executable, "-m", "sweep.calibrate", "-o", str(tmp_path / "cal"), str(out)],
                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=600)
     assert cal.returncode == 0, cal.stderr
-    assert "box cpu: " in cal.stdout and "ngram_hit@cpu" in cal.stdout
-    written = (tmp_path / "cal" / "cpu.yaml").read_text()
+    # an engine's box is its own (llama.cpp on the cpu box: cpu-llamacpp), docs/simulator.md
+    assert "box cpu-llamacpp: " in cal.stdout and "ngram_hit@cpu" in cal.stdout
+    written = (tmp_path / "cal" / "cpu-llamacpp.yaml").read_text()
     assert "kind: cpu" in written and "ngram_q@cpu:" in written
