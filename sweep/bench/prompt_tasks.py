@@ -54,9 +54,7 @@ class EditPrompts(PromptFactory):
     def draft(self, max_chars: int) -> Draft:
         text, starts = _corpus(self.seed, max(MIN_CORPUS_CHARS, 2 * max_chars))
         tag = self._tag()
-        offset = self._rng.randrange(len(text))
-        nl = text.find("\n", offset)  # start on a line boundary: reads like a file
-        offset = nl + 1 if 0 <= nl < len(text) - 1 else 0
+        offset = self._line_start(text)
         head, tail = EDIT_TASKS[self._rng.randrange(len(EDIT_TASKS))]
         return Draft(f"{tag} " + head.format(source=_source_at(starts, offset)),
                      _slice(text, offset, max_chars), tail)

@@ -136,13 +136,17 @@ class PromptFactory:
         self._counter += 1
         return hashlib.sha256(blob).hexdigest()[:TAG_CHARS]
 
+    def _line_start(self, text: str) -> int:
+        """A random offset moved to the next line boundary: the excerpt reads like a real file."""
+        offset = self._rng.randrange(len(text))
+        nl = text.find("\n", offset)
+        return nl + 1 if 0 <= nl < len(text) - 1 else 0
+
     def draft(self, max_chars: int) -> Draft:
         """A unique draft whose body can grow to ``max_chars`` characters."""
         text, starts = _corpus(self.seed, max(MIN_CORPUS_CHARS, 2 * max_chars))
         tag = self._tag()
-        offset = self._rng.randrange(len(text))
-        nl = text.find("\n", offset)  # start on a line boundary: reads like real code
-        offset = nl + 1 if 0 <= nl < len(text) - 1 else 0
+        offset = self._line_start(text)
         source = _source_at(starts, offset)
         return Draft(f"{tag} " + INSTRUCTION.format(source=source), _slice(text, offset, max_chars))
 
