@@ -22,7 +22,7 @@ from hydra_plugins.specsweep_optuna_sweeper import _impl, _pool, _result, _sampl
 from hydra_plugins.specsweep_optuna_sweeper._loop import SearchLoop
 from sweep.compose import cmdline as preflight
 from sweep.compose.config import from_omegaconf
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, StorageError
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -288,7 +288,8 @@ def test_a_newline_in_a_host_entry_is_refused() -> None:
 
 
 def test_study_lock_rides_out_a_short_database_outage(monkeypatch: pytest.MonkeyPatch) -> None:
-    answers = iter([RuntimeError("server closed the connection"), RuntimeError("refused"), True])
+    # held once, then the connection drops twice and comes back: the sweep waits it out
+    answers = iter([True, RuntimeError("server closed the connection"), RuntimeError("refused"), True])
 
     def try_acquire() -> bool:
         answer = next(answers)
@@ -297,11 +298,30 @@ def test_study_lock_rides_out_a_short_database_outage(monkeypatch: pytest.Monkey
         return answer
 
     monkeypatch.setattr(_storage.time, "sleep", lambda s: None)
-    with _storage.StudyLock("test", try_acquire, lambda: None):
+    lock = _storage.StudyLock("test", try_acquire, lambda: None)
+    with lock:
         pass
+    with lock:
+        pass
+    assert next(answers, "spent") == "spent"  # both failures were retried, not skipped
+    # a database that never answered is bad input: refused at once, with its reason
+    never = _storage.StudyLock("test", lambda: (_ for _ in ()).throw(RuntimeError("refused")),
+                               lambda: None)
+    with pytest.raises(StorageError, match="cannot take the study lock: refused"):
+        with never:
+            pass
+    # an outage longer than the retry window ends the wait with the database's own error
     monkeypatch.setattr(_storage, "LOCK_RETRY_S", -1.0)
-    down = _storage.StudyLock("test", lambda: (_ for _ in ()).throw(RuntimeError("down")),
-                              lambda: None)
+    stays_down = iter([True])
+
+    def up_then_down() -> bool:
+        if next(stays_down, None):
+            return True
+        raise RuntimeError("down")
+
+    down = _storage.StudyLock("test", up_then_down, lambda: None)
+    with down:
+        pass
     with pytest.raises(RuntimeError, match="down"):
         with down:
             pass
