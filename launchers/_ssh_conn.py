@@ -294,7 +294,12 @@ class _Timeout(Exception):
 
 
 def _collect(chan: Any, timeout: float) -> Result:
-    """Read stdout and stderr until the command exits (no deadlock on either)."""
+    """Read stdout and stderr until the command exits and its output ended (no deadlock on either).
+
+    The exit status alone is not the end: sshd may send it while the last of the
+    output is still on its way (seen on a loaded box: a pre-flight's last lines cut
+    off), so the channel's EOF (or its close) is waited for too.
+    """
     out, err = bytearray(), bytearray()
     deadline = time.monotonic() + timeout
     while True:
@@ -305,7 +310,8 @@ def _collect(chan: Any, timeout: float) -> Result:
         while chan.recv_stderr_ready():
             err += chan.recv_stderr(65536)
             busy = True
-        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+        if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
+                and not chan.recv_ready() and not chan.recv_stderr_ready():
             break
         if (chan.closed or not transport_active(chan)) and not chan.exit_status_ready():
             raise EOFError("the channel closed before the command exited")
