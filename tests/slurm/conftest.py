@@ -84,6 +84,20 @@ def jobs(cluster: Cluster, name: str) -> dict[str, tuple[str, str, str]]:
     return found
 
 
+def job_spans(cluster: Cluster, ids: set[str]) -> list[tuple[float, float]]:
+    """(start, end) epoch seconds of these jobs, as SLURM recorded them (whole seconds)."""
+    from datetime import datetime
+
+    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%S|%e"], capture_output=True,
+                         text=True, env={**os.environ, **cluster.env}, timeout=30).stdout
+    spans = []
+    for line in out.splitlines():
+        jid, start, end = line.strip().split("|")
+        if jid in ids:
+            spans.append((datetime.fromisoformat(start).timestamp(), datetime.fromisoformat(end).timestamp()))
+    return spans
+
+
 def job_processes(job_ids: set[str]) -> list[tuple[int, str]]:
     """Live processes started by any of these jobs (SLURM_JOB_ID in their environment)."""
     found = []

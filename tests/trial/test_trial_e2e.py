@@ -127,7 +127,9 @@ def test_baseline_auto_run_runs_the_baseline_first_and_the_single_report_shows_b
     assert spec["speedup_vs_baseline"] == pytest.approx(
         spec["metrics"]["tok_s_lowc"] / base["metrics"]["tok_s_lowc"], rel=1e-3)
     report = (Path(spec["trial"]["job_dir"]) / "report.html").read_text()
-    assert base["trial"]["name"] in report and spec["trial"]["name"] in report and "× the baseline" in report
+    # both trials, and the speedup beside the trial (which of the two is best depends on the box's load)
+    assert base["trial"]["name"] in report and spec["trial"]["name"] in report
+    assert f"{spec['speedup_vs_baseline']:.2f}×" in report
     assert sim_pids(port) == []
 
 
