@@ -43,6 +43,45 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
         sim.stop()
 
 
+# Under pytest-xdist (`-n N --dist loadgroup`, the README's test command), the tests of a
+# group run in one worker, one after another: the SLURM tests share one cluster's three
+# nodes, and each real engine wants the CPUs (its README section joins its group:
+# tests/test_readme.py marks each section's commands, which build on each other's output).
+SERIAL_GROUPS = {"tests/slurm/": "slurm", "tests/engines/test_llamacpp": "llamacpp",
+                 "tests/engines/test_vllm": "vllm"}
+
+
+def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    for item in items:
+        rel = Path(str(item.path)).resolve().relative_to(root).as_posix()
+        for prefix, group in SERIAL_GROUPS.items():
+            if rel.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In an xdist worker under loadgroup, every grouped test must carry its group in its id
+    (how xdist tells the scheduler): a pytest that ignores it runs a group across workers,
+    in any order, and its tests fail for reasons that have nothing to do with them."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup does not group here ({lost[0]} has no "
+                                f"@group): pytest {pytest.__version__} -- install pytest<9.2 (pyproject.toml)")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each README command's time (reported by the test, in whichever worker ran it)."""
+    if report.when == "call":
+        import readme_blocks
+
+        readme_blocks.TIMES.extend(tuple(v) for k, v in report.user_properties  # type: ignore[misc]
+                                   if k == "readme_time")
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """How long each README command took (tests/test_readme.py), when any ran."""
     import readme_blocks

@@ -176,7 +176,7 @@ TIMES: list[tuple[int, str, float, str]] = []
 def times_table() -> list[str]:
     """The measured time of each README command, for the session's summary."""
     lines = [f"{'line':>5} {'seconds':>8}  {'outcome':<8} command"]
-    for line, text, took, outcome in TIMES:
+    for line, text, took, outcome in sorted(TIMES):
         lines.append(f"{line:>5} {took:>8.1f}  {outcome:<8} {text[:110]}")
     lines.append(f"{'':>5} {sum(t for _, _, t, _ in TIMES):>8.1f}  total")
     return lines

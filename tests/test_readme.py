@@ -27,7 +27,7 @@ import pytest
 import llamacpp_env
 import vllm_env
 import readme_blocks
-from _support import ROOT
+from _support import ROOT, engine_env
 
 README = ROOT / "README.md"
 BLOCKS = readme_blocks.blocks(README)
@@ -35,9 +35,12 @@ BLOCKS = readme_blocks.blocks(README)
 NOT_IN_OUTPUT = ("sgl-project/sglang/issues", "Open an issue on GitHub")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files a clone of this commit has (tracked, plus new files not yet committed)."""
+    """The files a clone of this commit has (tracked, plus new files not yet committed).
+
+    One per session (per xdist worker): other tests may run between two commands of a
+    section, and the directory the first left must still be there for the next."""
     dest = tmp_path_factory.mktemp("readme") / "specsweep"
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
@@ -132,7 +135,11 @@ def _items() -> list[object]:
     items: list[object] = []
     for block in BLOCKS:
         for cmd in block.commands:
-            marks = [pytest.mark.timeout(block.timeout_s + 60)]
+            # a section's commands in one xdist worker, in order (tests/conftest.py); an engine's
+            # section with that engine's tests
+            group = next((e for e in ("llamacpp", "vllm", "slurm") if e in block.needs),
+                         "readme-" + block.id.split("-", 1)[1])
+            marks = [pytest.mark.timeout(block.timeout_s + 60), pytest.mark.xdist_group(group)]
             if block.skip:
                 marks.append(pytest.mark.skip(reason=f"README.md:{block.line}: {block.skip}"))
             items.append(pytest.param(block, cmd, marks=marks, id=f"L{cmd.line}-{block.id.split('-', 1)[1]}"))
@@ -141,7 +148,8 @@ def _items() -> list[object]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block, cmd", _items())
-def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, checkout: Path) -> None:
+def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, checkout: Path,
+                        request: pytest.FixtureRequest) -> None:
     if "llamacpp" in block.needs:
         llamacpp_env.require()
     if "vllm" in block.needs:
@@ -152,14 +160,17 @@ def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, 
     t0 = time.monotonic()
     try:
         out = subprocess.run(["bash", "-c", cmd.text], cwd=checkout, env=env, capture_output=True,
-                             text=True, timeout=block.timeout_s, stdin=subprocess.DEVNULL)
+                             text=True, timeout=block.timeout_s, stdin=subprocess.DEVNULL,
+                             preexec_fn=engine_env.yield_the_cpu if {"llamacpp", "vllm"} & set(block.needs)
+                             else None)
     except subprocess.TimeoutExpired as exc:
-        readme_blocks.TIMES.append((cmd.line, cmd.text, time.monotonic() - t0, "timeout"))
+        request.node.user_properties.append(  # conftest's summary table (also from xdist workers)
+            ("readme_time", (cmd.line, cmd.text, time.monotonic() - t0, "timeout")))
         pytest.fail(f"README.md:{cmd.line}: `{cmd.text}` ran past {block.timeout_s:.0f} s\n"
                     f"{str(exc.stderr or '')[-3000:]}")
     took = time.monotonic() - t0
     both = out.stdout + out.stderr
-    readme_blocks.TIMES.append((cmd.line, cmd.text, took, f"exit {out.returncode}"))
+    request.node.user_properties.append(("readme_time", (cmd.line, cmd.text, took, f"exit {out.returncode}")))
     assert out.returncode == block.exit, (
         f"README.md:{cmd.line}: `{cmd.text}` exited {out.returncode}, the README says {block.exit}\n"
         f"{out.stderr[-4000:]}\n{out.stdout[-2000:]}")

@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
+from _support import engine_env
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:
@@ -29,6 +30,13 @@ import vllm_env  # noqa: E402
 # spin at barriers while descheduled and 2 threads decode slower than 1.
 BASE = ["server=llamacpp", "workload=llamacpp_ci", "server.threads=1"]
 VLLM_BASE = ["server=vllm", "workload=vllm_ci"]
+
+
+@pytest.fixture(autouse=True)
+def _yield_the_cpu() -> Iterator[None]:
+    """Each engine test (and the servers it starts) at nice 5: tests/_support/engine_env.py."""
+    with engine_env.yielding_the_cpu():
+        yield
 
 
 @pytest.fixture(scope="session")
