@@ -51,6 +51,7 @@ SERIAL_GROUPS = {"tests/slurm/": "slurm", "tests/engines/test_llamacpp": "llamac
                  "tests/engines/test_vllm": "vllm"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks into the node ids
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
     root = Path(__file__).resolve().parents[1]
     for item in items:
@@ -60,17 +61,28 @@ def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None
                 item.add_marker(pytest.mark.xdist_group(group))
 
 
+_UNGROUPED: dict[str, str] = {}
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """In an xdist worker under loadgroup, every grouped test must carry its group in its id
     (how xdist tells the scheduler): a pytest that ignores it runs a group across workers,
-    in any order, and its tests fail for reasons that have nothing to do with them."""
+    in any order, and its tests fail for reasons that have nothing to do with them. Such
+    a test fails at setup with this reason instead."""
     if not getattr(session.config.option, "loadgroup", False):
         return
-    lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
-    if lost:
-        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup does not group here ({lost[0]} has no "
-                                f"@group): pytest {pytest.__version__} -- install pytest<9.2 (pyproject.toml)")
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
+            _UNGROUPED[item.nodeid] = (
+                f"pytest-xdist's --dist loadgroup did not group this test (no @group in its id; "
+                f"pytest {pytest.__version__}): install pytest<9.2 (pyproject.toml), and mark "
+                "groups in a tryfirst collection hook")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.nodeid in _UNGROUPED:
+        pytest.fail(_UNGROUPED[item.nodeid], pytrace=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
