@@ -95,9 +95,10 @@ def start_sim(*overrides: str, log_dir: Path, wait: bool = True, load_seconds: f
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"sim-{port}.log"
     full_env = {**os.environ, **env}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    from launchers._local_process import spawn
+
+    with open(log_path, "wb") as log:  # dies with this process (PR_SET_PDEATHSIG), as a trial's does
+        proc = spawn(argv, env=full_env, stdout=log, pdeathsig=True)
     sim = SimProcess(base_url=base_url, proc=proc, log_path=log_path, argv=argv, env=env)
     if wait:
         try:

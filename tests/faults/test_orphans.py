@@ -172,3 +172,33 @@ def test_the_reap_grace_and_the_remote_lease_are_bounded() -> None:
         launcher_settings("ssh", host="box", remote_lease_s=86400)
     with pytest.raises(ConfigError, match=r"launcher\.reap_grace_s"):
         launcher_settings("local", reap_grace_s=-1)
+
+
+def test_a_sim_started_by_a_benchmark_or_test_dies_with_it(tmp_path: Path) -> None:
+    """``sweep.sim.launch.start_sim`` (the benchmarks' and tests' sim) is tied to its starter:
+    a SIGKILLed benchmark leaves no simulator running (one did, for two hours, before)."""
+    import time
+
+    code = ("import sys\nfrom pathlib import Path\nfrom sweep.sim.launch import start_sim\n"
+            f"sim = start_sim('workload=smoke', log_dir=Path({str(tmp_path)!r}))\n"
+            "print(sim.proc.pid, flush=True)\nsys.stdin.read()\n")
+    starter = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    try:
+        pid = int(starter.stdout.readline())  # type: ignore[union-attr]
+        assert Path(f"/proc/{pid}").exists()
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the sim outlived the process that started it by 10 s")
