@@ -88,7 +88,11 @@ def render_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, str
 
 def start_sim(*overrides: str, log_dir: Path, wait: bool = True, load_seconds: float = 0.2,
               timeout: float = 30.0) -> SimProcess:
-    """Start ``server=sim`` with ``overrides`` on a free port; wait for /health unless ``wait=False``."""
+    """Start ``server=sim`` with ``overrides`` on a free port; wait for /health unless ``wait=False``.
+
+    The sim gets SIGTERM when the thread that started it ends (Linux's parent-death
+    signal follows the thread): start it from a thread that outlives it, as the
+    benchmarks and tests do (their main thread)."""
     port = free_port()
     argv, env, base_url = render_overrides(
         ["server=sim", f"server.port={port}", f"server.sim.load_seconds={load_seconds}", *overrides])
