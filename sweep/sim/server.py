@@ -151,6 +151,12 @@ def _uvicorn_logging() -> dict:
     }
 
 
+# SIGTERM: requests still running get this long, then are cancelled and the process exits
+# (SGLang's own server exits on SIGTERM). Without it, a stream whose client had vanished
+# kept uvicorn "waiting for background tasks" forever: a sim outlived its benchmark by hours.
+SHUTDOWN_GRACE_S = 5.0
+
+
 async def serve(args: cli.SimArgs) -> None:
     import uvicorn
 
@@ -178,7 +184,8 @@ async def serve(args: cli.SimArgs) -> None:
                     noise=float(args.sim_noise or 0.0), noise_seed=_noise_seed(args, hw))
     state = SimState(args, engine, max_total)
     config = uvicorn.Config(build_app(state), log_config=_uvicorn_logging(), access_log=args.log_requests,
-                            lifespan="off", timeout_keep_alive=60, backlog=2048)
+                            lifespan="off", timeout_keep_alive=60, backlog=2048,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     server = uvicorn.Server(config)
     loader = asyncio.get_running_loop().create_task(_load(state, hw, failure))
     await server.serve(sockets=[sock])

@@ -203,3 +203,34 @@ def test_client_disconnect_aborts_the_request(sim_server) -> None:
                 break
             time.sleep(0.1)
     assert running == 0.0
+
+
+def test_sigterm_ends_the_sim_even_when_its_streams_lost_their_clients(sim_server: Any) -> None:
+    """Clients SIGKILLed mid-stream, then SIGTERM: the sim exits within its grace
+    (sweep.sim.server.SHUTDOWN_GRACE_S), as SGLang does -- it used to wait forever."""
+    import os
+    import signal
+    import subprocess
+
+    from sweep.sim.server import SHUTDOWN_GRACE_S
+
+    sim = sim_server("hardware=pro6000_ep8")
+    client = ("import httpx, sys\n"
+              "with httpx.stream('POST', sys.argv[1] + '/v1/completions', timeout=60, json={'model': "
+              "'kimi-k2.6', 'prompt': 'hi ' * 900, 'max_tokens': 4000, 'stream': True}) as r:\n"
+              "    for line in r.iter_lines():\n        print(line[:20], flush=True)\n")
+    clients = [subprocess.Popen([sys.executable, "-c", client, sim.base_url], stdout=subprocess.PIPE)
+               for _ in range(4)]
+    for c in clients:
+        assert c.stdout is not None and c.stdout.readline()  # streaming
+    for c in clients:
+        c.kill()
+        c.wait()
+    t0 = time.monotonic()
+    os.kill(sim.proc.pid, signal.SIGTERM)
+    try:
+        sim.proc.wait(timeout=SHUTDOWN_GRACE_S + 20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the sim was still running {SHUTDOWN_GRACE_S + 20:.0f} s after SIGTERM:\n"
+                    + sim.log_text()[-1500:])
+    assert time.monotonic() - t0 < SHUTDOWN_GRACE_S + 20
