@@ -154,7 +154,7 @@ def _uvicorn_logging() -> dict:
 # SIGTERM: requests still running get this long, then are cancelled and the process exits
 # (SGLang's own server exits on SIGTERM). Without it, a stream whose client had vanished
 # kept uvicorn "waiting for background tasks" forever: a sim outlived its benchmark by hours.
-SHUTDOWN_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 5  # seconds (uvicorn takes an int)
 
 
 async def serve(args: cli.SimArgs) -> None:
