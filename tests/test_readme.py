@@ -5,9 +5,10 @@ reads them and the ``<!-- readme-test: ... -->`` comment before a block) in one
 directory that starts as a copy of the files git tracks -- a clone -- so a later
 block of a section sees what an earlier one left (``python -m sweep.report --dir
 multirun/`` reports the grid above it). Under xdist each section is one group, in
-order, in its worker's copy (an engine's section joins that engine's tests). Each command must exit as the block says (0 unless
-``exit N``); a transcript's shown output must appear in what it printed; no output
-may pass a simulated failure off as SGLang's own (its "open an issue" text).
+order, in its worker's copy (an engine's section joins that engine's tests). Each
+command must exit as the block says (0 unless ``exit N``); a transcript's shown
+output must appear in what it printed; no output may pass a simulated failure off
+as SGLang's own (its "open an issue" text).
 
 The time of every command is printed at the end of the test session (the README
 says how long each example takes; this is where those figures come from).
