@@ -99,7 +99,7 @@ def start_sim(*overrides: str, log_dir: Path, wait: bool = True, load_seconds: f
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"sim-{port}.log"
     full_env = {**os.environ, **env}
-    from launchers._local_process import spawn
+    from launchers.local import spawn
 
     with open(log_path, "wb") as log:  # dies with this process (PR_SET_PDEATHSIG), as a trial's does
         proc = spawn(argv, env=full_env, stdout=log, pdeathsig=True)
