@@ -129,12 +129,38 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
                                   f"{value!r}") from None
             raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
+    out = [_glob_resolved(o, parser) for o in out]
     for o in out:  # a number past any float: Hydra's typed float keys would overflow composing it
         number = o.value() if not o.is_sweep_override() else None
         if isinstance(number, int) and not isinstance(number, bool) and abs(number) >= 2**1024:
             raise ConfigError(o.key_or_group, f"a number of {len(str(abs(number)))} digits is past any the "
                               "config can hold")
     return out
+
+
+def _glob_resolved(override: Any, parser: Any) -> Any:
+    """``hardware=glob(pro6000_*)`` as the choice of the group's options it matches.
+
+    Hydra's basic sweeper resolves ``glob`` against the config loader when the
+    sweep starts; the up-front check has none, so it resolves it here, against
+    the search path this run uses. A glob over a value (not a config group), or
+    one that matches nothing, would run no job at all: one line instead.
+    """
+    from hydra.core.override_parser.types import ValueType
+
+    if override.value_type != ValueType.GLOB_CHOICE_SWEEP:
+        return override
+    group = override.key_or_group
+    options = config_source.group_options(group) if re.fullmatch(r"[\w/-]+", group) else []
+    if not options:
+        raise ConfigError(group, "glob(...) picks options of a config group (hardware, spec, workload, ...); "
+                          f"{group} has none: give its values as a list (a,b,c) or choice(...)")
+    picked = list(override.value().filter(options))
+    if not picked:
+        raise ConfigError(group, f"{override.input_line.split('=', 1)[-1]} matches no option; options: "
+                          + ", ".join(options))
+    line = f"{override.get_key_element()}={','.join(picked)}"
+    return parser.parse_overrides([line])[0]
 
 
 def _custom_sweeper(parsed: Sequence[Any]) -> bool:
@@ -181,7 +207,15 @@ def _args(argv: Sequence[str]) -> Any:
     parser = get_args_parser()
     parser.prog = "python -m sweep"
     # A usage error is printed here, once, and ends the run (exit 2): Hydra would print it again.
-    return parser.parse_args(list(argv))
+    args = parser.parse_args(list(argv))
+    given = [flag for flag, on in (("--run", args.run), ("--multirun", args.multirun), ("--cfg", args.cfg),
+                                   ("--info", args.info), ("--shell-completion", args.shell_completion)) if on]
+    if len(given) > 1:  # Hydra's own rule, which it raises as a ValueError (an "internal error")
+        hint = " (--cfg shows one job's config: drop -m, one value per key)" if {"--cfg", "--multirun"} <= set(given) \
+            else ""
+        raise ConfigError(given[0], f"cannot be combined with {', '.join(given[1:])}: give one of --run, "
+                          f"--multirun, --cfg, --info and --shell-completion{hint}")
+    return args
 
 
 def validate(argv: Sequence[str]) -> None:
@@ -218,6 +252,10 @@ def _validate(args: Any) -> None:
 
     parsed = _parse(args.overrides)
     multirun = bool(args.multirun)
+    for o in parsed:
+        if multirun and o.is_sweep_override() and re.match(r"hydra[./]", o.key_or_group):
+            raise ConfigError(o.key_or_group, "Hydra's own settings take one value per run, not a sweep "
+                              f"({o.input_line}); run one command per value")
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line] \
         if multirun else list(args.overrides)
     head = compose(fixed, hydra_config=True)  # the run's Hydra settings (which sweeper, which dirs)

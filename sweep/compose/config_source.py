@@ -81,28 +81,47 @@ def check_files(source: Source) -> None:
     yaml_guard.guard_hydra_files()
 
 
-def compose(overrides: Sequence[str], *, hydra_config: bool = False, source: Source | None = None) -> Any:
-    """One job's config, composed as Hydra composes it for ``source`` (raises Hydra's exceptions)."""
+def _hydra(source: Source) -> Any:
+    """Hydra's main object for ``source``'s search path (GlobalHydra set: the caller clears it)."""
     from hydra import version
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_automatic_config_search_path
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.utils import setup_globals
     from hydra.core.config_search_path import SearchPathQuery
+    from hydra.core.utils import setup_globals
+
+    version.setbase(VERSION_BASE)
+    setup_globals()
+    search_path = create_automatic_config_search_path(None, TASK_MODULE, source.config_path)
+    if source.config_dir:
+        search_path.prepend(provider="command-line",
+                            path=f"file://{os.path.abspath(os.path.expanduser(source.config_dir))}",
+                            anchor=SearchPathQuery(provider="schema"))
+    return Hydra.create_main_hydra2(task_name=TASK_MODULE.rpartition(".")[2], config_search_path=search_path)
+
+
+def group_options(group: str, source: Source | None = None) -> list[str]:
+    """The options of config group ``group`` in ``source``'s search path (what ``glob(...)`` picks from)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
+
+    GlobalHydra.instance().clear()
+    try:
+        loader = _hydra(source or _current).config_loader
+        return list(loader.get_group_options(group, results_filter=ObjectType.CONFIG))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def compose(overrides: Sequence[str], *, hydra_config: bool = False, source: Source | None = None) -> Any:
+    """One job's config, composed as Hydra composes it for ``source`` (raises Hydra's exceptions)."""
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
     from omegaconf import open_dict
 
     source = source or _current
     GlobalHydra.instance().clear()
     try:
-        version.setbase(VERSION_BASE)
-        setup_globals()
-        search_path = create_automatic_config_search_path(None, TASK_MODULE, source.config_path)
-        if source.config_dir:
-            search_path.prepend(provider="command-line",
-                                path=f"file://{os.path.abspath(os.path.expanduser(source.config_dir))}",
-                                anchor=SearchPathQuery(provider="schema"))
-        hydra = Hydra.create_main_hydra2(task_name=TASK_MODULE.rpartition(".")[2], config_search_path=search_path)
+        hydra = _hydra(source)
         cfg = hydra.compose_config(config_name=source.config_name, overrides=list(overrides),
                                    run_mode=RunMode.RUN, from_shell=False, with_log_configuration=False)
         if not hydra_config:

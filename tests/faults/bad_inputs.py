@@ -85,6 +85,13 @@ ISSUE: list[BadInput] = [
     BadInput(("spec.budget=[",), "spec.budget", "grammar"),
     BadInput(("workload.contexts=[60]", "workload.max_tokens=262144"), "workload.contexts", "across keys"),
     BadInput(("spec.topk=16",), "spec.topk", "across keys"),
+    BadInput(("-m", "spec.budget=glob(*)"), "spec.budget", "glob over a value"),
+    BadInput(("-m", "hardware=glob(zz*)"), "hardware", "glob matching nothing"),
+    BadInput(("-m", "hardware=glob(pro6000_*)", "spec.budget=0"), "spec.budget", "a grid job (glob)"),
+    BadInput(("-m", "hydra.run.dir=a,b"), "hydra.run.dir", "a sweep of Hydra's settings"),
+    BadInput(("-m", "hydra/sweeper=basic,optuna"), "hydra/sweeper", "a sweep of Hydra's settings"),
+    BadInput(("-m", "--cfg", "job"), "--multirun", "exclusive flags"),
+    BadInput(("--run", "--multirun"), "--run", "exclusive flags"),
 ]
 
 
@@ -164,7 +171,7 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "unit": [("../../X", "path escape"), ("'evil$(id);x.service'", "injection")],
         "abspath": [("relative/dir", "not absolute"), ("/etc/../tmp", "path escape")],
         "remote_dir": [("relative", "not absolute")],
-        "uri": [("'a b'", "spaces")],
+        "uri": [("'a b'", "spaces"), ("'notascheme://x'", "no MLflow store")],
         "url_path": [("health", "no leading /")],
         "cpus": [("'0-1;id'", "injection"), ("'1-'", "core-list syntax")],
         "url_paths": [("[health]", "no leading /")],

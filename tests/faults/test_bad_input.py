@@ -118,3 +118,40 @@ def test_fuzzed_overrides_never_end_in_a_traceback(args: list[str], multirun: bo
     assert "Traceback" not in err, err
     if code is not None:
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, err)
+
+
+def test_a_glob_over_a_group_is_checked_as_the_jobs_hydra_runs() -> None:
+    """``hardware=glob(...)`` is Hydra's sweep of a group's options: the check expands it as
+    the basic sweeper will (it used to refuse every glob: "ConfigLoader is not set")."""
+    jobs = cmdline.expand(["hardware=glob(pro6000_*,exclude=pro6000_tp8)", "spec.budget=4,8"], True)
+    assert sorted(" ".join(j) for j in jobs) == [
+        "hardware=pro6000_ep4 spec.budget=4", "hardware=pro6000_ep4 spec.budget=8",
+        "hardware=pro6000_ep8 spec.budget=4", "hardware=pro6000_ep8 spec.budget=8"]
+    assert check(["-m", "hardware=glob(pro6000_ep*)", "workload=smoke", "dry_run=true"]) == (None, "")
+
+
+def test_an_mlflow_store_mlflow_refuses_is_refused_before_the_first_trial(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheme no MLflow store has, and (MLflow 3.13+) a file store, used to fail only when the
+    first trial was recorded; MLFLOW_TRACKING_URI is checked as the key would be."""
+    from importlib.metadata import version
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code, err = check([f"mlflow.tracking_uri=notascheme://{tmp_path}"])
+    assert code == 2 and err.startswith("error: mlflow.tracking_uri: unknown scheme 'notascheme'"), err
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "notascheme://x")
+    code, err = check([])
+    assert code == 2 and err.startswith("error: MLFLOW_TRACKING_URI: unknown scheme"), err
+    assert check(["mlflow.enabled=false"]) == (None, "")  # no store used: not checked
+    assert check([f"mlflow.tracking_uri=sqlite:///{tmp_path}/m.db"]) == (None, "")  # the key wins
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    major, minor = (int(x) for x in version("mlflow").split(".")[:2])
+    for store in (str(tmp_path / "mlruns"), (tmp_path / "mlruns").as_uri()):
+        code, err = check([f"mlflow.tracking_uri={store}"])
+        if (major, minor) >= (3, 13):
+            assert code == 2 and "is a file store" in err and "MLFLOW_ALLOW_FILE_STORE" in err, err
+        else:
+            assert code is None, err
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    assert check([f"mlflow.tracking_uri={tmp_path / 'mlruns'}"]) == (None, "")
