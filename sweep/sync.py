@@ -40,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per file, never wrapped
     if not args.dir.is_dir():
         raise errors.ConfigError("dir", f"{args.dir}: not a directory")
+    if args.tracking_uri is not None:  # the rule of mlflow.tracking_uri: one line, before any upload
+        from sweep.compose import bounds
+
+        bounds.check("--tracking-uri", args.tracking_uri, rule_key="mlflow.tracking_uri")
     with console.status("syncing results to MLflow ...") as status:
         report = sync_dir(args.dir, tracking_uri=args.tracking_uri, experiment=args.experiment,
                           include_running=args.include_running, recorded_uri=args.recorded_uri,

@@ -276,8 +276,37 @@ def _as_remote_dir(key: str, value: Any, rule: Rule) -> str:
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*$")
 
 
+# MLflow's own tracking stores (mlflow.tracking._tracking_service.utils: its store registry);
+# plugins add theirs through the ``mlflow.tracking_store`` entry points.
+MLFLOW_SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks",
+                  "databricks-uc", "uc")
+
+
+def _file_store_allowed(key: str, text: str) -> None:
+    """MLflow 3.13+ raises on a file store unless MLFLOW_ALLOW_FILE_STORE is set (mlflow#23634):
+    refused here, not after the first trial has run."""
+    import os
+    from importlib.metadata import PackageNotFoundError, version
+
+    if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("1", "true", "yes"):
+        return
+    try:
+        major, minor = (int(x) for x in re.findall(r"\d+", version("mlflow"))[:2])
+    except (PackageNotFoundError, ValueError):
+        return
+    if (major, minor) >= (3, 13):
+        raise ConfigError(key, f"{text!r} is a file store, which MLflow {major}.{minor} refuses: give "
+                          "sqlite:///<dir>/mlflow.db (or set MLFLOW_ALLOW_FILE_STORE=true)")
+
+
+def _tracking_schemes() -> set[str]:
+    from importlib.metadata import entry_points
+
+    return {*MLFLOW_SCHEMES, *(e.name for e in entry_points(group="mlflow.tracking_store"))}
+
+
 def _as_uri(key: str, value: Any, rule: Rule) -> str:
-    """A URI (``http(s)://host[:port]/...``, ``sqlite:///path``, a database URL) or a local path."""
+    """An MLflow tracking URI (``http(s)://host[:port]/...``, ``sqlite:///path``, a database URL) or a path."""
     from urllib.parse import urlsplit
 
     text = _as_text(key, value, rule)
@@ -286,11 +315,18 @@ def _as_uri(key: str, value: Any, rule: Rule) -> str:
     if "://" not in text:
         if re.match(r"^(https?|sqlite|postgres(ql)?|mysql|file):", text, flags=re.I):
             raise ConfigError(key, f"must be scheme://..., got {_type_name(text)}")
+        _file_store_allowed(key, text)
         return text
+    if text.lower().startswith("file://"):
+        _file_store_allowed(key, text)
     scheme = text.partition("://")[0]
     if not _SCHEME.match(scheme):
         raise ConfigError(key, f"must be a URI (scheme://...), got {_type_name(text)}")
     base = scheme.split("+")[0].lower()
+    known = _tracking_schemes()
+    if base not in known:  # MLflow would fail only at the end of the first trial
+        raise ConfigError(key, f"unknown scheme {scheme!r}; MLflow stores: {', '.join(sorted(known))} "
+                          "(or a plain directory path)")
     if base in ("http", "https"):
         try:
             parts = urlsplit(text)

@@ -17,6 +17,7 @@ param (a param naming no key fails here, not in the sweeper).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Callable, Sequence
 
@@ -63,6 +64,11 @@ def check(head: Any, *, multirun: bool, custom_sweeper: bool) -> None:
         present, value = _value(head, key, RULES[key].kind)
         if present and value is not None:
             bounds.check(key, value)
+    _, tracking_uri = _value(head, "mlflow.tracking_uri", "uri")
+    _, enabled = _value(head, "mlflow.enabled", "bool")
+    from_env = os.environ.get("MLFLOW_TRACKING_URI")
+    if enabled is not False and not tracking_uri and from_env:  # the store the run will use, as the key's
+        bounds.check("MLFLOW_TRACKING_URI", from_env, rule_key="mlflow.tracking_uri")
     if custom_sweeper:
         present, url = _value(head, "hydra.sweeper.storage", "storage")
         if present and url:

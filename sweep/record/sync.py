@@ -56,6 +56,20 @@ def _settings(doc: TrialResult, sweep_dir: Path | None, tracking_uri: str | None
         "timeout_s": config.get("timeout_s")})
 
 
+def _same_store(recorded: str | None, asked: str | None) -> bool:
+    """Whether the store a result was synced to is the one asked for (no ``--tracking-uri``: yes).
+
+    A result already in the run's own store is uploaded again when the user
+    names another (a local sqlite file first, the team's server later); the
+    recorded URI is masked, so the asked one is compared masked too.
+    """
+    if asked is None or recorded is None:
+        return True
+    from sweep import secrets
+
+    return secrets.mask_text(asked, secrets.url_secrets(asked)) == recorded or asked == recorded
+
+
 def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | None = None,
              include_running: bool = False, progress: Callable[[Path], Any] | None = None,
              recorded_uri: bool = False) -> SyncReport:
@@ -75,7 +89,7 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
             sweeps[sweep_dir] = (tracker, (sweep_dir / PARENT_FILE).is_file())
         if progress is not None:
             progress(path)
-        if doc.mlflow.synced:
+        if doc.mlflow.synced and _same_store(doc.mlflow.tracking_uri, tracking_uri):
             out.already += 1
             continue
         if doc.status == "running" and not include_running:
