@@ -34,6 +34,7 @@ string or log line ever contains it.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any, Mapping, Sequence
 
@@ -140,6 +141,7 @@ async def stream_request(conn: HttpConnection, payload: dict[str, Any] | bytes, 
     request = conn.encode("POST", path, body)
     rec = RequestResult(started=time.perf_counter() if started is None else started)
     st = Stream(rec)
+    limit = _max_tokens(body)
     try:
         async with asyncio.timeout(timeout_s):
             try:
@@ -164,7 +166,10 @@ async def stream_request(conn: HttpConnection, payload: dict[str, Any] | bytes, 
         rec.fail("exception", f"{type(exc).__name__}: {exc}")
     else:
         if rec.error is None:
-            _finish(rec, st, keep_text)
+            try:
+                _finish(rec, st, keep_text, limit)
+            except Exception as exc:  # noqa: BLE001 - what a server sent must never end the trial
+                rec.fail(reported.KIND, f"{type(exc).__name__}: {exc}"[:300])
     if rec.e2e_s is None:
         rec.e2e_s = time.perf_counter() - rec.started
     if not keep_text:
@@ -214,7 +219,16 @@ async def _run(conn: HttpConnection, request: bytes, rec: RequestResult, st: Str
             st.data(body if body.endswith(b"\n\n") else body + b"\n\n", time.perf_counter())
 
 
-def _finish(rec: RequestResult, st: Stream, keep_text: bool) -> None:
+_MAX_TOKENS = re.compile(rb'"max_tokens":\s*(\d{1,12})[,}\s]')
+
+
+def _max_tokens(body: bytes) -> int | None:
+    """The request's ``max_tokens`` (the key can only be the payload's: a string's quotes are escaped)."""
+    m = _MAX_TOKENS.search(body)
+    return int(m.group(1)) if m else None
+
+
+def _finish(rec: RequestResult, st: Stream, keep_text: bool, max_tokens: int | None = None) -> None:
     err = st.err
     if keep_text or err:
         rec.text = "".join(st.parts)
@@ -226,7 +240,8 @@ def _finish(rec: RequestResult, st: Stream, keep_text: bool) -> None:
             rec.meta_completion_tokens = reported.count("meta_info.completion_tokens",
                                                         st.meta.get("completion_tokens"))
         if st.usage:
-            rec.completion_tokens, rec.prompt_tokens = reported.usage(st.usage, content_events=rec.chunks)
+            rec.completion_tokens, rec.prompt_tokens = reported.usage(st.usage, content_events=rec.chunks,
+                                                                      max_tokens=max_tokens)
         if rec.chunk_tokens:
             reported.running(rec.chunk_tokens, rec.completion_tokens)
     except reported.BadReport as bad:

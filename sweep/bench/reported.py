@@ -68,14 +68,22 @@ def number(field: str, value: Any, *, lo: float = 0.0, hi: float = MAX_COUNTER) 
     return float(value)
 
 
-def usage(raw: Mapping[str, Any] | None, *, content_events: int) -> tuple[int | None, int | None]:
-    """(completion_tokens, prompt_tokens) of a usage block, checked."""
+def usage(raw: Any, *, content_events: int, max_tokens: int | None = None) -> tuple[int | None, int | None]:
+    """(completion_tokens, prompt_tokens) of a usage block, checked.
+
+    ``max_tokens``: the request's own limit; a server stops there (a speculative
+    step's surplus tokens are cut), so more completion tokens than asked for is
+    a count the server got wrong, never throughput."""
     if raw is None:
         return None, None
+    if not isinstance(raw, Mapping):
+        raise BadReport("usage", f"{_shown(raw)} is not an object")
     completion = count("usage.completion_tokens", raw.get("completion_tokens"))
     prompt = count("usage.prompt_tokens", raw.get("prompt_tokens"))
     if completion is not None and completion < 1 <= content_events:
         raise BadReport("usage.completion_tokens", f"{completion} although {content_events} events carried text")
+    if completion is not None and max_tokens is not None and completion > max_tokens:
+        raise BadReport("usage.completion_tokens", f"{completion} is more than the request's max_tokens {max_tokens}")
     return completion, prompt
 
 

@@ -157,6 +157,8 @@ class Stream:
                     delta = ch.get("delta")
                     content = (delta.get("content") or delta.get("reasoning_content")) if delta else ch.get("text")
                     if content:
+                        if content.__class__ is not str:
+                            raise TypeError("content is not text")
                         parts.append(content)
                         times.append(now)
                         if usage:
@@ -166,6 +168,8 @@ class Stream:
                         n += 1
                     fr = ch.get("finish_reason")
                     if fr:
+                        if fr.__class__ is not str:
+                            raise TypeError("finish_reason is not text")
                         self.finish = fr
                     if "meta_info" in ch:  # SGLang: on the finish chunk's choice
                         self._rare({"meta_info": ch["meta_info"]})

@@ -143,6 +143,16 @@ class MisbehavingServer:
             events = _good_events()[:2] + [b'data: {"choices": [{"delta": \n\n']
         elif model == "wrong_shape":
             events = _good_events()[:2] + [_event({"choices": {"0": "not a list"}})]
+        elif model == "usage_list":  # usage of the wrong shape (an AttributeError ended the trial)
+            events = _good_events(usage=False)[:-1] + [_event({"choices": [], "usage": [1, 2]}), b"data: [DONE]\n\n"]
+        elif model == "usage_past_max_tokens":  # more tokens than the request allowed (max_tokens=16)
+            events = _good_events(usage=False)[:-1] + [
+                _event({"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": 100000}}),
+                b"data: [DONE]\n\n"]
+        elif model == "content_not_text":
+            events = _good_events()[:1] + [_event({"choices": [{"index": 0, "delta": {"content": 5}}]})]
+        elif model == "finish_not_text":
+            events = _good_events()[:2] + [_event({"choices": [{"index": 0, "delta": {}, "finish_reason": [1]}]})]
         elif model == "crlf":
             events = [ev.replace(b"\n", b"\r\n") for ev in _good_events()]
         elif model == "error_event":

@@ -53,11 +53,16 @@ def test_good_stream_counts_tokens_from_usage_not_chunks(double):
     ("error_event", "server_error"),
     ("no_usage", "no_usage"),
     ("wrong_shape", "bad_sse"),
+    ("usage_list", "bad_value"),
+    ("usage_past_max_tokens", "bad_value"),
+    ("content_not_text", "bad_sse"),
+    ("finish_not_text", "bad_sse"),
 ])
 def test_bad_input_becomes_an_error_kind(double, behaviour, kind):
     rec = one(double.url, behaviour)
     assert not rec.ok
     assert rec.error == kind, rec.detail
+    assert rec.completion_tokens is None  # nothing of a bad answer is counted
     assert rec.e2e_s is not None
 
 

@@ -90,7 +90,7 @@ ISSUE: list[BadInput] = [
     BadInput(("-m", "hardware=glob(pro6000_*)", "spec.budget=0"), "spec.budget", "a grid job (glob)"),
     BadInput(("-m", "hydra.run.dir=a,b"), "hydra.run.dir", "a sweep of Hydra's settings"),
     BadInput(("-m", "hydra/sweeper=basic,optuna"), "hydra/sweeper", "a sweep of Hydra's settings"),
-    BadInput(("-m", "--cfg", "job"), "--multirun", "exclusive flags"),
+    BadInput(("-m", "--cfg=job"), "--multirun", "exclusive flags"),
     BadInput(("--run", "--multirun"), "--run", "exclusive flags"),
 ]
 

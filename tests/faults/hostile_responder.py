@@ -61,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, b"{}")
             return
-        n = max(1, len(text) // 4)
+        n = min(max(1, len(text) // 4), int(body.get("max_tokens") or 1 << 30))  # a server stops at max_tokens
         events = [{"choices": [first]}, {"choices": [last]},
                   {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": n,
                                             "total_tokens": 10 + n}}]

@@ -19,6 +19,12 @@ matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
                    a well-formed stream whose usage reports -4 tokens, 10^30 tokens,
                    1e400 (JSON's way to overflow a float), "4", or running counts that go down;
 * ``metrics_negative`` answers every request ``ok`` and reports ``sglang:spec_accept_length -2.5``;
+* ``usage_raw``    a well-formed stream whose usage block is ``$STAND_IN_USAGE`` verbatim (any JSON
+                   text: a float count, a list, null, prompt tokens past the context ...);
+* ``no_usage``     a well-formed stream that never reports usage;
+* ``body_raw``     a 200 event stream whose body is ``$STAND_IN_BODY`` verbatim (``\\n`` for newlines);
+* ``info_raw`` / ``metrics_raw``: answers every request ``ok``; ``/get_server_info`` answers
+                   ``$STAND_IN_INFO``, ``/metrics`` answers ``$STAND_IN_METRICS`` (verbatim);
 * ``code``         the chosen "model code" of ``$HOSTILE_CODE_FILE`` (hostile_responder).
 
 Stdlib only (plus its sibling ``hostile_responder.py``), so it needs nothing of the project.
@@ -73,6 +79,11 @@ def _bad_usage(good: list[bytes], mode: str, chat: bool) -> list[bytes]:
         def running(text: str, ct: int) -> bytes:
             return _event({**_chunk(text, chat), "usage": {"prompt_tokens": 10, "completion_tokens": ct}})
         return [good[0], running("stand-in ", 3), running("answer ", 1), *good[3:]]
+    if mode == "no_usage":
+        return [*good[:4], good[-1]]
+    if mode == "usage_raw":
+        usage = b'data: {"choices": [], "usage": ' + os.environ.get("STAND_IN_USAGE", "null").encode() + b"}\n\n"
+        return [*good[:4], usage, good[-1]]
     usage = b'data: {"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": ' + USAGE[mode] + b"}}\n\n"
     return [*good[:4], usage, good[-1]]
 
@@ -81,6 +92,12 @@ class StandIn(Handler):
     def do_GET(self) -> None:
         if self.path == "/metrics" and MODE == "metrics_negative":
             self._send(200, b"sglang:spec_accept_length -2.5\n", "text/plain")
+            return
+        if self.path == "/metrics" and MODE == "metrics_raw":
+            self._send(200, os.environ.get("STAND_IN_METRICS", "").encode(), "text/plain")
+            return
+        if self.path in ("/get_server_info", "/server_info") and MODE == "info_raw":
+            self._send(200, os.environ.get("STAND_IN_INFO", "{}").encode())
             return
         super().do_GET()
 
@@ -104,10 +121,12 @@ class StandIn(Handler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        if mode in ("ok", "metrics_negative"):
+        if mode in ("ok", "metrics_negative", "metrics_raw", "info_raw"):
             self.wfile.write(b"".join(good))
-        elif mode in USAGE or mode == "running_down":
+        elif mode in USAGE or mode in ("running_down", "usage_raw", "no_usage"):
             self.wfile.write(b"".join(_bad_usage(good, mode, chat=self.path == COMPLETIONS[0])))
+        elif mode == "body_raw":
+            self.wfile.write(os.environ.get("STAND_IN_BODY", "").replace("\\n", "\n").encode())
         elif mode == "broken_sse":
             self.wfile.write(good[0] + b'data: {"choices": [{"delta": {"content": "tru\n\n' + good[-1])
         elif mode == "disconnect":
