@@ -32,6 +32,8 @@ from omegaconf import OmegaConf
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from sweep import secrets
+
 from . import _storage
 from ._space import SearchSpace, format_value
 
@@ -292,7 +294,7 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             header.extend(f"  trial {t.number}: {_values_line(t, metric_names)}; run: {cmd} "
                           + " ".join(shlex.quote(o) for o in overrides_of(t, space)) for t in front)
         best_path = sweep_dir / "best.yaml"
-        best_path.write_text(best_yaml(best, space, groups, config_name, header))
+        best_path.write_text(secrets.mask_text(best_yaml(best, space, groups, config_name, header)))
         label = "best feasible" if len(study.directions) == 1 else \
             f"best feasible by {metric_names[0]} on the Pareto front"
         print(f"{label}: trial {best.number}: {_values_line(best, metric_names)}")
@@ -329,8 +331,9 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
         results["solutions"] = [{"trial": t.number, "params": dict(t.params),
                                  "values": dict(zip(metric_names, t.values or [])),
                                  "overrides": overrides_of(t, space)} for t in front]
-        OmegaConf.save(OmegaConf.create({"pareto": results["solutions"]}), sweep_dir / "pareto.yaml")
-    OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
+        OmegaConf.save(OmegaConf.create(secrets.mask_tree({"pareto": results["solutions"]})),
+                       sweep_dir / "pareto.yaml")
+    OmegaConf.save(OmegaConf.create(secrets.mask_tree(results)), sweep_dir / "optimization_results.yaml")
     if make_plots:
         try:
             written = plots(study, sweep_dir / "plots", contour, metric_names)

@@ -127,8 +127,16 @@ def open_storage(url: str | None, sweep_dir: str | os.PathLike[str], *,
                 url, heartbeat_interval=max(1, int(round(heartbeat_interval))),
                 grace_period=max(1, int(round(grace_period or 2 * heartbeat_interval))),
                 heartbeat_stale_trial_callback=_stale_by_optuna)
-        return storage, url
-    return url, url
+        return storage, _shown(url)
+    return url, _shown(url)
+
+
+def _shown(url: str) -> str:
+    """The URL as printed and written (best.yaml, optimization_results.yaml, the resume line):
+    a password in it is the user's to give again, never a file's."""
+    from sweep import secrets
+
+    return secrets.mask_text(url, secrets.url_secrets(url))
 
 
 def _optuna_heartbeat(storage: BaseStorage) -> bool:

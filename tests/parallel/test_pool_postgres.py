@@ -19,7 +19,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from .conftest import env as _env
 from .conftest import hosts_override, start_sweep
+from .conftest import sweep_argv as _sweep_argv
 
 N_TRIALS = 9
 STUDY = "pool-e2e"
@@ -132,3 +134,24 @@ def test_three_workers_on_postgresql_survive_a_killed_worker(
     for p in ports[:3]:
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", p)) != 0, f"a server still listens on {p}"
+
+
+def test_a_password_in_the_storage_url_reaches_no_file_and_no_output(tmp_path: Path, study_db: str) -> None:
+    """The storage URL is printed (resume, optuna-dashboard) and written (best.yaml,
+    optimization_results.yaml): its password was written in clear to both files."""
+    password = "pgS3cret-" + os.urandom(4).hex()
+    url = study_db.replace("postgres@", f"postgres:{password}@", 1)  # trust auth: any password works
+    assert password in url
+    sweep_dir = tmp_path / "sweep"
+    proc = subprocess.run([*_sweep_argv(), "hydra.sweeper.n_trials=1", f"hydra.sweeper.storage='{url}'",
+                           "hydra.sweeper.plots.enabled=false", f"hydra.sweep.dir={sweep_dir}",
+                           "workload=smoke", "server.sim.load_seconds=0.2", "mlflow.enabled=false"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert password not in proc.stdout + proc.stderr
+    assert "postgres:***@" in (sweep_dir / "optimization_results.yaml").read_text()
+    assert "postgres:***@" in (sweep_dir / "best.yaml").read_text()
+    leaked = [p for p in tmp_path.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
+    assert leaked == []
+    study = optuna.load_study(study_name=None, storage=url)  # the study is in that database
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE]
