@@ -101,7 +101,30 @@ def check_file(path: Path, where: str | None = None) -> None:
         raise ConfigError(name, "not a UTF-8 text file") from None
     except OSError as exc:
         raise ConfigError(name, f"cannot read: {exc.strerror or exc}") from None
-    expanded_size(text, name)
+    try:
+        expanded_size(text, name)
+        _constructed(text, name)
+    except RecursionError:
+        raise ConfigError(name, "nested too deeply to load") from None
+
+
+def _constructed(text: str, where: str) -> None:
+    """Build the file as Hydra will (OmegaConf's loader), so a tag it cannot build
+    (``!!python/object``) or a key given twice is named with its line, not met inside Hydra."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        OmegaConf.create(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(where, f"not a config Hydra can load{at}: {problem}") from None
+    except (OmegaConfBaseException, ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(where, f"not a config Hydra can load: {first}") from None
 
 
 @lru_cache(maxsize=1024)

@@ -71,6 +71,14 @@ def _bomb(work: Path) -> None:
     (work / "conf" / "bomb.yaml").write_text(BOMB)
 
 
+def _conf(name: str, body: str) -> Callable[[Path], None]:
+    """A user's primary config ``conf/<name>.yaml``: the shipped config, then ``body``."""
+    def make(work: Path) -> None:
+        (work / "conf").mkdir(parents=True, exist_ok=True)
+        (work / "conf" / f"{name}.yaml").write_text("defaults:\n  - config\n  - _self_\n" + body)
+    return make
+
+
 def _fifo(work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     os.mkfifo(work / "prompts.jsonl")
@@ -193,6 +201,12 @@ INPUT: list[InputCase] = [
     # 7. config files as input
     InputCase(7, "a YAML alias bomb in a user's config", ("-cd", "{work}/conf", "-cn", "bomb"), "{work}/conf/bomb.yaml",
               _bomb, max_s=15.0),
+    InputCase(7, "a Python tag in a user's config", ("-cd", "{work}/conf", "-cn", "tag"), "{work}/conf/tag.yaml",
+              _conf("tag", "spec:\n  budget: !!python/object/apply:os.system [id]\n")),
+    InputCase(7, "a key given twice in a user's config", ("-cd", "{work}/conf", "-cn", "twice"),
+              "{work}/conf/twice.yaml", _conf("twice", "spec:\n  budget: 8\nspec:\n  budget: 16\n")),
+    InputCase(7, "a user's config nested 5,000 deep", ("-cd", "{work}/conf", "-cn", "deep"), "{work}/conf/deep.yaml",
+              _conf("deep", "x: " + "[" * 5000 + "]" * 5000 + "\n")),
 ]
 
 try:  # the client parses with orjson when it is there: it refuses 1e400 as JSON (json.loads makes it inf)
