@@ -82,7 +82,7 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
 
 @errors.command("sweep.calibrate")
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = errors.one_line_usage_errors(_parser()).parse_args(argv)
     for path in args.results:
         if not path.exists():
             raise errors.ConfigError("results", f"no such file or directory: {path}")

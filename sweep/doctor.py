@@ -80,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(USAGE, end="")
         return 0
+    flags = [a for a in args if a.startswith("-")]
+    if flags:  # overrides only (Hydra's grammar would call it a lexer error)
+        raise errors.ConfigError(flags[0], "is no option of python -m sweep.doctor: it takes config overrides "
+                                 "only (python -m sweep.doctor --help)")
     from launchers.doctor import diagnose
     from sweep import secrets
     from sweep.compose.cmdline import compose

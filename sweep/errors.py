@@ -197,6 +197,28 @@ def describe(exc: BaseException, *, started: bool = False, command: str = "") ->
                   "rerun with --debug for the traceback"), EXIT_FAILED)
 
 
+def one_line_usage_errors(parser: Any, help_flag: str = "--help") -> Any:
+    """``parser`` (an argparse parser) raising a ConfigError on a usage error instead of printing
+    its usage block: an unknown option or a bad choice is one line naming the argument, like
+    every other input error (``help_flag`` still prints the usage)."""
+    import re
+
+    def error(message: str) -> Any:
+        m = re.match(r"argument ([^:]+): (.*)", message, flags=re.S)
+        if m:
+            key, detail = m.group(1).split("/")[0], m.group(2)
+        elif message.startswith("unrecognized arguments: "):
+            key, detail = message.split(": ", 1)[1].split(" ")[0], "is no argument this command takes"
+        elif message.startswith("the following arguments are required: "):
+            key, detail = message.split(": ", 1)[1].split(",")[0].strip(), "is required"
+        else:
+            key, detail = "arguments", message
+        raise ConfigError(key, f"{detail} ({parser.prog} {help_flag})")
+
+    parser.error = error
+    return parser
+
+
 class Boundary:
     """State of one command's boundary: its exit status, whether work has started."""
 

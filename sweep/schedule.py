@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from sweep.errors import ConfigError, command
+from sweep.errors import ConfigError, command, one_line_usage_errors
 from sweep.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
@@ -43,7 +43,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-slo", action="store_true",
                    help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
-    return p.parse_args(argv)
+    return one_line_usage_errors(p).parse_args(argv)
 
 
 def _slo(args: argparse.Namespace) -> Slo | None:

@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--experiment", help="default: the sweep's / config's (specsweep)")
     parser.add_argument("--include-running", action="store_true",
                         help="also upload results still marked running (as KILLED runs)")
-    args = parser.parse_args(argv)
+    args = errors.one_line_usage_errors(parser).parse_args(argv)
     from rich.console import Console
 
     from sweep import secrets

@@ -204,10 +204,12 @@ def duplicates(overrides: Sequence[str]) -> list[str]:
 def _args(argv: Sequence[str]) -> Any:
     from hydra._internal.utils import get_args_parser
 
+    from sweep.errors import one_line_usage_errors
+
     parser = get_args_parser()
     parser.prog = "python -m sweep"
-    # A usage error is printed here, once, and ends the run (exit 2): Hydra would print it again.
-    args = parser.parse_args(list(argv))
+    # A usage error is one line here, before Hydra (which would print its usage block, then again).
+    args = one_line_usage_errors(parser, "--hydra-help").parse_args(list(argv))
     given = [flag for flag, on in (("--run", args.run), ("--multirun", args.multirun), ("--cfg", args.cfg),
                                    ("--info", args.info), ("--shell-completion", args.shell_completion)) if on]
     if len(given) > 1:  # Hydra's own rule, which it raises as a ValueError (an "internal error")

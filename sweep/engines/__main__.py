@@ -44,7 +44,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--source-dir", type=Path, help="cmake_sdist: use this unpacked source distribution")
     ap.add_argument("--build-dir", type=Path, help="cmake_sdist: build there (kept, incremental) "
                                                    "instead of a temporary dir")
-    return ap.parse_args(list(argv))
+    return errors.one_line_usage_errors(ap).parse_args(list(argv))
 
 
 @errors.command("sweep.engines")

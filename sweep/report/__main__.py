@@ -39,7 +39,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--plots", type=Path, help="also write PNG plots into this folder")
     parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     parser.add_argument("--dir", type=Path, help="read result.json files under DIR instead of MLflow")
-    return parser.parse_args(argv)
+    return errors.one_line_usage_errors(parser).parse_args(argv)
 
 
 def _from_dir(args: argparse.Namespace, on_error: Callable[[Path, Exception], None]

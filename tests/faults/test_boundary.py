@@ -262,3 +262,27 @@ def test_library_code_never_raises_system_exit_and_130_lives_in_errors() -> None
                # a script run by the engine's own venv (no sweep there): its exit is its one line
                "sweep/engines/_gguf_to_hf.py"}
     assert [f for f in found if f.split(":")[0] not in allowed] == []
+
+
+@pytest.mark.parametrize("module, argv, line", [
+    ("sweep.report", ["/nonexist"], "error: /nonexist: is no argument this command takes (python -m sweep.report"),
+    ("sweep.sync", [], "error: dir: is required (python -m sweep.sync --help)"),
+    ("sweep.sync", [".", "--bogus"], "error: --bogus: is no argument this command takes"),
+    ("sweep.calibrate", ["--box"], "error: --box: expected one argument"),
+    ("sweep.engines", ["nope", "--x"], "error: --x: is no argument this command takes"),
+    ("sweep.schedule", ["--dir", ".", "--percentile", "abc"], "error: --percentile: invalid float value: 'abc'"),
+    ("sweep.doctor", ["-x"], "error: -x: is no option of python -m sweep.doctor"),
+    ("sweep", ["--info", "nope"], "error: --info: invalid choice: 'nope'"),
+])
+def test_a_usage_error_of_any_command_is_one_line(module: str, argv: list[str], line: str, tmp_path: Path) -> None:
+    """argparse's own usage errors printed a usage block and the error: one line now, exit 2."""
+    import subprocess
+    import sys
+
+    from _support import subprocess_env
+
+    proc = subprocess.run([sys.executable, "-m", module, *argv], cwd=tmp_path, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=120)
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(line), proc.stderr
+    assert proc.stdout == ""
