@@ -28,7 +28,8 @@ def _run(boundary: object) -> int:
     secrets.install_log_masking()  # Hydra logs every job's overrides
     from sweep.compose.group_defaults import implied
 
-    sys.argv[1:] = cmdline.canonical(implied(sys.argv[1:]))  # server=llamacpp brings model=smollm2 ...
+    # flags before overrides (``a=1 -m b=2,3``), server=llamacpp brings model=smollm2 ...
+    sys.argv[1:] = cmdline.canonical(implied(cmdline.flags_first(sys.argv[1:])))
     plugins.register()
     cmdline.validate(sys.argv[1:])  # every job, every value: one line, exit 2 (sweep/compose/cmdline.py)
     if cmdline.print_config(sys.argv[1:]):

@@ -82,3 +82,17 @@ def test_sweeper_plugin_is_found_outside_the_repo(tmp_path) -> None:
                          text=True, cwd=tmp_path, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "SpecsweepOptunaSweeper" in out.stdout
+
+
+def test_flags_may_come_after_overrides(tmp_path) -> None:
+    """Hydra's parser takes the overrides as one run of words: ``workload=smoke -m spec.budget=4,8``
+    answered "unrecognized arguments: spec.budget=4,8". The flags are moved first, nothing else."""
+    from sweep.compose.cmdline import flags_first
+
+    assert flags_first(["a=1", "-m", "b=2,3", "--cfg", "job", "-cd", "/x", "c=4", "--info", "d=5"]) == \
+        ["-m", "--cfg", "job", "-cd", "/x", "--info", "a=1", "b=2,3", "c=4", "d=5"]
+    assert flags_first(["a=1", "--info", "config", "--cfg=job", "-x", "b=2"]) == \
+        ["--info", "config", "--cfg=job", "a=1", "-x", "b=2"]
+    out = run("workload=smoke", "-m", "spec.budget=4,8", "dry_run=true", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("--speculative-ddtree-budget 4 ") == 1 and out.stdout.count("--speculative-ddtree-budget 8 ") == 1

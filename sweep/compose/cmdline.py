@@ -190,6 +190,38 @@ def canonical(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def flags_first(argv: Sequence[str]) -> list[str]:
+    """Hydra's flags (with their values) before the overrides, each kept in its order.
+
+    Hydra's parser takes the overrides as one positional run: ``workload=smoke -m
+    spec.budget=4,8`` leaves ``spec.budget=4,8`` "unrecognized". Every override is
+    a ``key=value`` word and every flag is one of the parser's options, so moving
+    the flags to the front changes nothing but that. An unknown ``-x`` stays where
+    it is (the parser names it).
+    """
+    from hydra._internal.utils import get_args_parser
+
+    options = {s: a for a in get_args_parser()._actions for s in a.option_strings}
+    flags: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        action = options.get(word.split("=", 1)[0]) if word.startswith("-") else None
+        if action is None:
+            rest.append(word)
+            i += 1
+            continue
+        flags.append(word)
+        i += 1
+        if "=" in word or action.nargs == 0 or i >= len(argv):
+            continue
+        if action.nargs is None or (action.nargs == "?" and action.choices and argv[i] in action.choices):
+            flags.append(argv[i])
+            i += 1
+    return flags + rest
+
+
 def duplicates(overrides: Sequence[str]) -> list[str]:
     """One warning per key given more than once (Hydra keeps the last, silently)."""
     seen: dict[str, list[str]] = {}
