@@ -27,6 +27,10 @@ except ImportError:  # pragma: no cover - depends on the environment
     loads = json.loads
 
 
+# One SSE event: a chunk is a few hundred bytes, a final event with logprobs or meta a few MiB at most.
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
 def meta_of(event: dict[str, Any]) -> dict[str, Any] | None:
     """SGLang puts meta_info on the chunk, on the choice, or under ``sglext``."""
     meta = event.get("meta_info")
@@ -83,6 +87,11 @@ class Stream:
         if buf.find(b"\r") >= 0:  # CRLF line ends (find is cheaper than `in` here)
             buf = buf.replace(b"\r\n", b"\n")
         self.buf, self.err = self.feed(buf, now)
+        if len(self.buf) > MAX_EVENT_BYTES and not self.err:  # one event without end: the connection is closed
+            from sweep.bench.transport import TransportError
+
+            self.buf = b""
+            raise TransportError("bad_sse", f"an event longer than {MAX_EVENT_BYTES >> 20} MiB (no blank line ends it)")
         if self.done:
             self.rec.e2e_s = now - self.rec.started
 

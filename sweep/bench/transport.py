@@ -93,6 +93,14 @@ class _Protocol(asyncio.Protocol):
         return False  # close the transport; connection_lost decides what that meant
 
     def data_received(self, data: bytes) -> None:
+        try:
+            self._received(data)
+        except TransportError as exc:  # the response is malformed, or its sink refused it: closed here
+            self._fail(exc)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def _received(self, data: bytes) -> None:
         now = time.perf_counter()
         state = self._state
         if state == "chunk_size" and not self._buf:
@@ -112,12 +120,7 @@ class _Protocol(asyncio.Protocol):
         if self._buf:
             data = self._buf + data
             self._buf = b""
-        try:
-            self._parse(data, now)
-        except TransportError as exc:
-            self._fail(exc)
-            if self.transport is not None:
-                self.transport.abort()
+        self._parse(data, now)
 
     # -- parsing
     def _parse(self, data: bytes, now: float) -> None:

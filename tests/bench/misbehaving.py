@@ -162,6 +162,11 @@ class MisbehavingServer:
                 await _write_chunk(w, ev)
             w.transport.abort()  # no terminating chunk: the body is cut short
             return False
+        elif model == "endless_event":  # one event that never ends: 64 KiB writes, no blank line, for good
+            await _write_chunk(w, b'data: {"choices": [{"index": 0, "text": "')
+            for _ in range(100_000):
+                await _write_chunk(w, b"x" * 65536)
+            return False
         elif model == "stall":
             await _write_chunk(w, _good_events()[1])
             await asyncio.sleep(30)

@@ -78,6 +78,17 @@ def test_http_error_detail_comes_from_the_body(double):
     assert "max_tokens too large" in (rec.detail or "")
 
 
+def test_an_event_without_end_is_cut_at_its_bound_not_kept_growing(double):
+    """A server streaming one event forever (bytes, never a blank line) grew the parser's buffer
+    until the request timeout; past MAX_EVENT_BYTES the request fails and the connection closes."""
+    import time
+
+    t0 = time.monotonic()
+    rec = one(double.url, "endless_event", timeout_s=60)
+    assert rec.error == "bad_sse" and "an event longer than 16 MiB" in (rec.detail or ""), (rec.error, rec.detail)
+    assert time.monotonic() - t0 < 30  # cut at the bound, not at the 60 s timeout
+
+
 def test_stall_becomes_timeout(double):
     rec = one(double.url, "stall", timeout_s=0.5)
     assert rec.error == "timeout"

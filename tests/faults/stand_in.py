@@ -22,6 +22,7 @@ matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
 * ``usage_raw``    a well-formed stream whose usage block is ``$STAND_IN_USAGE`` verbatim (any JSON
                    text: a float count, a list, null, prompt tokens past the context ...);
 * ``no_usage``     a well-formed stream that never reports usage;
+* ``endless_event`` a 200 event stream whose first event never ends (bytes, no blank line, forever);
 * ``body_raw``     a 200 event stream whose body is ``$STAND_IN_BODY`` verbatim (``\\n`` for newlines);
 * ``info_raw`` / ``metrics_raw``: answers every request ``ok``; ``/get_server_info`` answers
                    ``$STAND_IN_INFO``, ``/metrics`` answers ``$STAND_IN_METRICS`` (verbatim);
@@ -125,6 +126,10 @@ class StandIn(Handler):
             self.wfile.write(b"".join(good))
         elif mode in USAGE or mode in ("running_down", "usage_raw", "no_usage"):
             self.wfile.write(b"".join(_bad_usage(good, mode, chat=self.path == COMPLETIONS[0])))
+        elif mode == "endless_event":  # one event that never ends: bytes without a blank line, forever
+            self.wfile.write(b'data: {"choices": [{"index": 0, "text": "')
+            while True:
+                self.wfile.write(b"x" * 65536)
         elif mode == "body_raw":
             self.wfile.write(os.environ.get("STAND_IN_BODY", "").replace("\\n", "\n").encode())
         elif mode == "broken_sse":
