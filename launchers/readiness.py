@@ -20,6 +20,7 @@ import httpx
 
 from launchers.base import LaunchFailure
 from sweep import secrets
+from sweep.bounded_http import BoundedTransport
 
 # One health request never blocks longer than this: a hung server must not
 # stall crash detection or overshoot the deadline.
@@ -47,8 +48,8 @@ def check_health(base_url: str, *, health_paths: Sequence[str] = ("/health_gener
 
     Used before reusing a server; 404 on one path falls through to the next.
     """
-    with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(1.0, timeout_s)),
-                      headers=_headers(api_key), trust_env=False) as client:
+    with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(1.0, timeout_s)), headers=_headers(api_key),
+                      trust_env=False, transport=BoundedTransport(total_s=2 * timeout_s)) as client:
         for path in health_paths:
             try:
                 r = client.get(base_url.rstrip("/") + path)
@@ -83,7 +84,8 @@ def wait_ready(base_url: str, *, health_paths: Sequence[str] = ("/health_generat
     delay = poll_s
     idx = 0
     last = "no answer yet"
-    with httpx.Client(headers=_headers(api_key), trust_env=False) as client:
+    with httpx.Client(headers=_headers(api_key), trust_env=False,
+                      transport=BoundedTransport(total_s=2 * REQUEST_TIMEOUT_MAX_S)) as client:
         while True:
             if not alive():
                 raise LaunchFailure("crashed", f"server process exited while starting ({last})")
@@ -132,7 +134,8 @@ def fetch_info(base_url: str, api_key: str | None, secret_values: Iterable[str] 
     Secrets masked: SGLang echoes every server argument, the API key included.
     """
     try:
-        with httpx.Client(timeout=5.0, headers=_headers(api_key), trust_env=False) as client:
+        with httpx.Client(timeout=5.0, headers=_headers(api_key), trust_env=False,
+                          transport=BoundedTransport(total_s=10.0)) as client:
             for path in paths:
                 try:
                     r = client.get(base_url.rstrip("/") + path)

@@ -117,8 +117,12 @@ def make_admin_client(base_url: str, *, api_key: str | None = None, timeout_s: f
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     # trust_env=False: an HTTP(S)_PROXY meant for the internet must not carry benchmark traffic.
+    from sweep.bounded_http import AsyncBoundedTransport
+
+    # the transport carries verify (a client's own verify is not used with a transport given)
     return httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, trust_env=False,
-                             timeout=httpx.Timeout(timeout_s), verify=_ssl_verify())
+                             timeout=httpx.Timeout(timeout_s),
+                             transport=AsyncBoundedTransport(verify=_ssl_verify(), total_s=2 * timeout_s))
 
 
 def _ssl_verify() -> Any:
