@@ -54,8 +54,19 @@ def test_vision_tower_warmup_crash_unless_skipped(sim_server) -> None:
 
 
 def test_hang_never_ready(sim_server) -> None:
+    """Up and answering, never ready. (It slept 1.2 s and assumed the port was bound by then: on a
+    loaded CI box the sim's start took longer and the test saw "connection refused".)"""
     sim = sim_server("server.sim.faults.startup=hang", wait=False)
-    time.sleep(1.2)
+    deadline = time.monotonic() + 60
+    status = None
+    while status is None and time.monotonic() < deadline:
+        assert sim.proc.poll() is None, sim.log_text()
+        try:
+            status = httpx.get(sim.base_url + "/health", trust_env=False).status_code
+        except httpx.TransportError:  # not bound yet
+            time.sleep(0.1)
+    assert status == 503
+    time.sleep(1.5)  # past the simulated load time (server.sim.load_seconds): still not ready
     assert sim.proc.poll() is None
     assert httpx.get(sim.base_url + "/health", trust_env=False).status_code == 503
 
