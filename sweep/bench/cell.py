@@ -91,7 +91,8 @@ class CellResult:
     accept_rate: float | None = None   # accepted / drafted draft tokens (/metrics around the window)
     spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
     spec_verify_ct: int = 0       # denominator of accept_len
-    flushed: str = "skipped"      # ok | unsupported | failed | skipped
+    cache: str | None = None      # what the prefix cache held when the window opened (matrix.CACHE_STATES)
+    load_avg: float | None = None  # the machine's 1-minute load average when the cell ended
     prompt_sizing: str | None = None   # tokenize | probe | exact (token ids) | approx (no server count)
     client_cpu_s: float = 0.0     # this process's CPU time during the measured window
     # in-flight requests actually used when the process could not open `concurrency` connections

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from sweep.compose.config import Workload
     from sweep.slo import Slo
 
-async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
-    """POST /flush_cache (GET on 405): ``ok``, ``unsupported`` (404) or ``failed``.
+async def flush_cache(client: "httpx.AsyncClient", path: str = "/flush_cache", attempts: int = 5) -> str:
+    """POST ``path`` (GET on 405): ``ok``, ``unsupported`` (404) or ``failed``.
 
     SGLang refuses to flush while requests are running (HTTP 400), so a
     refusal is retried briefly.
@@ -53,9 +53,9 @@ async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
 
     for attempt in range(attempts):
         try:
-            resp = await client.post("/flush_cache")
+            resp = await client.post(path)
             if resp.status_code == 405:
-                resp = await client.get("/flush_cache")
+                resp = await client.get(path)
         except httpx.HTTPError:
             return "failed"
         if resp.status_code == 404:
@@ -66,6 +66,15 @@ async def flush_cache(client: "httpx.AsyncClient", attempts: int = 5) -> str:
             return "failed"
         await asyncio.sleep(0.2 * (attempt + 1))
     return "failed"
+
+
+# What the prefix cache held when a cell's measured window opened (``cache`` per cell):
+CACHE_STATES = {
+    "flushed": "the server's cache was emptied between the warm-up and the window",
+    "off": "the server keeps no prefix cache across requests (its config says so)",
+    "fresh": "prompts this server never saw (it keeps a cache that nothing here can empty)",
+    "warm": "not emptied (workload.flush_cache=false): what earlier requests left may be hit",
+}
 
 
 async def _closed_loop(clients: Sequence["HttpConnection"], payloads: list[bytes], path: str,
@@ -120,9 +129,12 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
                    continuous_usage: bool = False, slo: "Slo | None" = None,
                    flush: Callable[[], Awaitable[str]] | None = None,
                    counters: "CounterProbe | None" = None) -> CellResult:
-    """Size the prompts, open and warm ``point.concurrency`` connections, flush, then measure one cell
-    (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens).
+    """Size the prompts, open and warm ``point.concurrency`` connections, start cold, then measure
+    one cell (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens).
 
+    ``flush``: called after the warm-up; says what the cache holds when the window opens
+    (:data:`CACHE_STATES`). ``fresh`` (a cache nothing can empty) makes the measured prompts
+    anew in a namespace of their own, so none was seen by this server before.
     ``counters``: read the server's acceptance counters right before and after the
     measured requests (where responses carry none: vLLM) for the cell's accept_len/rate.
     """
@@ -145,12 +157,14 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
     warm = payloads(await prompts.make(context, warm_n), min(workload.max_tokens, 32))
     offsets = arrivals(len(measured), point.rate, workload.seed) if point.rate else None
     clients = make_clients(base_url, slots, api_key=api_key, timeout_s=timeout_s)
-    flushed = "skipped"
+    cache = "warm"
     try:
         with _quiet_gc():
             await _open_and_warm(clients, warm, path, timeout_s)
             if flush is not None:
-                flushed = await flush()
+                cache = await flush()
+                if cache == "fresh":
+                    measured = payloads(await prompts.make(context, point.requests), workload.max_tokens)
             before = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
             t0, c0 = time.perf_counter(), time.process_time()
             if offsets is not None:
@@ -167,7 +181,8 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
         if cell.accept_len is None:
             cell.accept_len = window.get("accept_len")
         cell.accept_rate = window.get("accept_rate")
-    cell.flushed = flushed
+    cell.cache = cache
+    cell.load_avg = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
     cell.prompt_sizing = prompts.sizing
     cell.client_cpu_s = cpu
     cell.concurrency_capped = capped
@@ -224,32 +239,38 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                       vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                       on_cell: Callable[[CellResult], None] | None = None,
-                      counters: "CounterProbe | None" = None) -> list[CellResult]:
+                      counters: "CounterProbe | None" = None,
+                      cache_kept: bool = True, flush_path: str | None = "/flush_cache") -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
     from sweep.bench.repeats import combine
 
     plan = plan if plan is not None else MatrixPlan(workload)
     repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
-    do_flush = flush and workload.flush_cache
     out: list[CellResult] = []
     with progress_bar(progress) as bar:
         # a frozen server must not hold every cell for more than a request's own timeout
         admin_timeout = min(30.0, workload.request_timeout_s)
         async with make_admin_client(base_url, api_key=api_key, timeout_s=admin_timeout) as admin:
-            # Prompts are deterministic per seed so trials compare on the same text;
-            # without a working /flush_cache a reused server could have cached them,
-            # so they are salted with a fresh random namespace instead.
+            # Prompts are deterministic per seed so trials compare on the same text; a server
+            # whose cache cannot be emptied gets prompts of a namespace of this trial's own.
             prompts = PromptMaker.for_server(admin, workload, endpoint=endpoint, model=model_name,
                                              tokenize=tokenize, vocab_size=vocab_size, namespace="matrix")
-            state = {"flush": "skipped" if not do_flush else "unknown"}
+            state = {"flush": "unknown"}
 
-            async def flush_once() -> str:
-                if state["flush"] != "unsupported":
-                    state["flush"] = await flush_cache(admin)
-                if state["flush"] != "ok" and prompts.namespace == "matrix":
+            async def start_cold() -> str:
+                """After the warm-up, before the window: what the cache holds (CACHE_STATES)."""
+                if not cache_kept:
+                    return "off"
+                if not workload.flush_cache:
+                    return "warm"
+                if flush_path and state["flush"] != "unsupported":
+                    state["flush"] = await flush_cache(admin, flush_path)
+                    if state["flush"] == "ok":
+                        return "flushed"
+                if prompts.namespace == "matrix":
                     prompts.renew(f"matrix-{os.urandom(6).hex()}")
-                return state["flush"]
+                return "fresh"
 
             i = 0
             while (point := plan.next()) is not None:
@@ -264,7 +285,7 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 runs = [await run_cell(base_url, workload, model_name, point, prompts,
                                        api_key=api_key, on_done=done, request_extras=request_extras,
                                        endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
-                                       flush=flush_once if do_flush else None, counters=counters)
+                                       flush=start_cold if flush else None, counters=counters)
                         for _ in range(repeats)]
                 pooled = aggregate(point.context, point.concurrency, [r for run in runs for r in run.results],
                                    sum(run.duration_s for run in runs), slo,
@@ -288,7 +309,8 @@ def server_options(cfg: Any) -> dict[str, Any]:
     return {"request_extras": server.request_extras,
             "endpoint": getattr(cfg.workload, "endpoint", None) or server.endpoint,
             "tokenize": server.tokenize, "continuous_usage": server.continuous_usage,
-            "vocab_size": int(vocab) if vocab else None}
+            "vocab_size": int(vocab) if vocab else None,
+            "cache_kept": server.cache_kept, "flush_path": server.flush_path}
 
 
 def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
@@ -297,7 +319,8 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                tokenize: Mapping[str, Any] | None = None, continuous_usage: bool = False,
                vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                on_cell: Callable[[CellResult], None] | None = None,
-               counters: "CounterProbe | None" = None) -> list[CellResult]:
+               counters: "CounterProbe | None" = None,
+               cache_kept: bool = True, flush_path: str | None = "/flush_cache") -> list[CellResult]:
     """Run every cell of ``plan`` (default: the workload's context x concurrency matrix) against
     ``base_url``; cells are judged against ``slo`` (:mod:`sweep.slo`) when it is given.
 
@@ -315,5 +338,6 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
-                                     slo=slo, plan=plan, on_cell=on_cell, counters=counters)
+                                     slo=slo, plan=plan, on_cell=on_cell, counters=counters,
+                                     cache_kept=cache_kept, flush_path=flush_path)
     return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))

@@ -38,7 +38,9 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
         raise ValueError("no repeat to combine")
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
-    out = replace(pooled, repeats=len(runs), flushed=runs[0].flushed, prompt_sizing=runs[0].prompt_sizing,
+    loads = [r.load_avg for r in runs if r.load_avg is not None]
+    out = replace(pooled, repeats=len(runs), cache=runs[0].cache, load_avg=max(loads) if loads else None,
+                  prompt_sizing=runs[0].prompt_sizing,
                   client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
                   load_search=runs[0].load_search,
                   output_tok_s_runs=[round(c.output_tok_s, 4) for c in runs])

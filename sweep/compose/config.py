@@ -102,6 +102,10 @@ class Server:
     info_paths: tuple[str, ...] = ("/get_server_info", "/server_info")
     # how `python -m sweep.engines` installs the server (None: installed by the user)
     install: Mapping[str, Any] | None = None
+    # the prefix cache across requests: whether the server keeps one, and the route that empties
+    # it (None: none); how a cell starts cold (sweep/bench/matrix.py, `cache` per cell)
+    cache_kept: bool = True
+    flush_path: str | None = "/flush_cache"
     # server.port as configured, when the port was in use and the launch moved to the next
     # free one (server.port unset by the user; sweep/trial/port.py); None otherwise
     configured_port: int | None = None
@@ -226,6 +230,7 @@ def _server(node: Mapping[str, Any]) -> Server:
     if not exe:
         raise ConfigError(f"{p}.executable", "must name the program to start")
     api_key = _v(node, p, "api_key")
+    cache = node.get("prefix_cache") if isinstance(node.get("prefix_cache"), Mapping) else {}
     return Server(
         name=_v(node, p, "name"), flavor=_v(node, p, "flavor"),
         simulated=_v(node, p, "simulated", False), executable=exe,
@@ -245,6 +250,8 @@ def _server(node: Mapping[str, Any]) -> Server:
         acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
         info_paths=_v(node, p, "info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
+        cache_kept=bool(_v(cache, f"{p}.prefix_cache", "kept", True)),
+        flush_path=_v(cache, f"{p}.prefix_cache", "flush_path", None),
     )
 
 

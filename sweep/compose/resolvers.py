@@ -8,7 +8,8 @@ lets YAML turn a number into a boolean flag (e.g. vLLM's
 boolean knob whose flag takes a value (SGLang's ``--cuda-graph-backend-decode
 disabled`` for ``server.disable_cuda_graph``); ``${sweep.csv:list}`` joins a
 list into one comma-separated argument (llama.cpp's ``P0,P1,...`` values), null
-stays null so the flag is dropped. ``${sweep.engines_dir:}`` and
+stays null so the flag is dropped; ``${sweep.not:x}`` is true where ``x`` is false or null and
+null otherwise, for a negative flag (vLLM's ``--no-enable-prefix-caching``). ``${sweep.engines_dir:}`` and
 ``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
 (:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
 model group its weights without a path spelled in Python.
@@ -31,6 +32,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.gt", lambda a, b: float(a) > float(b))
     if not OmegaConf.has_resolver("sweep.when"):
         OmegaConf.register_new_resolver("sweep.when", _when)
+    if not OmegaConf.has_resolver("sweep.not"):
+        OmegaConf.register_new_resolver("sweep.not", _not)
     if not OmegaConf.has_resolver("sweep.csv"):
         OmegaConf.register_new_resolver("sweep.csv", _csv)
     if not OmegaConf.has_resolver("sweep.engines_dir"):
@@ -43,6 +46,12 @@ def _when(cond: Any, value: Any) -> Any:
     if isinstance(cond, str):  # an override spelt as text
         cond = cond.strip().lower() == "true"
     return value if cond else None
+
+
+def _not(value: Any) -> bool | None:
+    if isinstance(value, str):
+        value = value.strip().lower() == "true"
+    return None if value else True
 
 
 def _csv(value: Any) -> str | None:

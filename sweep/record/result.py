@@ -142,6 +142,13 @@ class Cell(Record):
                "judged again from the file (sweep.slo.judge)"})
     load_search: str | None = field(default=None, metadata={
         "doc": "max_load: a probe of the max-load search (workload.max_load); null: a matrix cell"})
+    cache: str | None = field(default=None, metadata={
+        "doc": "the prefix cache when the measured window opened: flushed (emptied after the warm-up) | "
+               "off (the server keeps none) | fresh (prompts it never saw) | warm (not emptied, as the "
+               "workload asked); null: files before this field. Repeats pool only within one state"})
+    load_avg: float | None = field(default=None, metadata={
+        "doc": "the measuring machine's 1-minute load average when the cell ended (the largest over its "
+               "repeats): how quiet the box was"})
 
 
 @dataclass(kw_only=True)

@@ -55,6 +55,8 @@ class MisbehavingServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.requests = 0
         self.connections = 0
+        # every chat request's last message and max_tokens, in arrival order
+        self.prompts: list[tuple[str, int | None]] = []
         self._cycles: dict[str, itertools.cycle[str]] = {}
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -114,7 +116,10 @@ class MisbehavingServer:
             await _plain(w, 404, b'{"detail": "Not Found"}', "application/json")
             return True
         self.requests += 1
-        model = json.loads(body).get("model", "ok")
+        payload = json.loads(body)
+        model = payload.get("model", "ok")
+        messages = payload.get("messages") or [{}]
+        self.prompts.append((str(messages[-1].get("content", "")), payload.get("max_tokens")))
         if model.startswith("mixed:"):
             cyc = self._cycles.setdefault(model, itertools.cycle(model[6:].split(",")))
             model = next(cyc)

@@ -129,7 +129,39 @@ def test_matrix_counts_failures_and_excludes_them_from_throughput(double):
     assert d["completion_tokens"] == 4 * CHUNKS * TOKENS_PER_CHUNK
     assert d["accept_len"] == pytest.approx(TOKENS_PER_CHUNK)
     assert d["output_tok_s"] == pytest.approx(d["completion_tokens"] / d["duration_s"], rel=0.01)
-    assert cell.flushed == "unsupported"  # /flush_cache is a 404 here: skipped silently
+    assert cell.cache == "fresh"  # /flush_cache is a 404 here: prompts this server never saw instead
+
+
+def test_a_cache_nothing_empties_gets_prompts_the_server_never_saw(double):
+    """A kept prefix cache without a working flush route (llama.cpp; vLLM with prefix caching):
+    two trials of the same seed on one server must not send the same measured prompts (the
+    second would hit what the first cached), and each cell says so (``cache: fresh``)."""
+    seen_before = len(double.prompts)
+    first = run_matrix(double.url, workload(warmup_requests=0), "ok", progress=False, endpoint="chat")
+    mid = len(double.prompts)
+    second = run_matrix(double.url, workload(warmup_requests=0), "ok", progress=False, endpoint="chat")
+    measured = workload().max_tokens  # probes that count tokens ask for one; the window for max_tokens
+    a, b = ({text for text, n in double.prompts[i:j] if n == measured} for i, j in ((seen_before, mid), (mid, None)))
+    assert first[0].cache == second[0].cache == "fresh"
+    assert a and b and not (a & b)
+
+
+def test_a_server_without_a_prefix_cache_gets_the_seeded_prompts(double):
+    """``server.prefix_cache.kept: false`` (vLLM's default here): nothing to empty, nothing to
+    avoid -- every trial of a seed sends the same prompts, so configs compare on one text."""
+    runs = []
+    for _ in range(2):
+        start = len(double.prompts)
+        cells = run_matrix(double.url, workload(warmup_requests=0), "ok", progress=False,
+                           endpoint="chat", cache_kept=False, flush_path=None)
+        assert cells[0].cache == "off"
+        runs.append([text for text, n in double.prompts[start:] if n == workload().max_tokens])
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_a_workload_that_keeps_the_cache_says_warm(double):
+    cells = run_matrix(double.url, workload(flush_cache=False), "ok", progress=False, endpoint="chat")
+    assert cells[0].cache == "warm"
 
 
 def test_matrix_on_unreachable_server_is_all_errors_no_exception():

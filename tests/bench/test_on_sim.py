@@ -51,7 +51,8 @@ def test_smoke_matrix_tokens_from_usage_accept_from_meta_info(sim_server):
     assert sum(len(r.itl_s()) for r in cell.results) == sum(r.completion_tokens - 1 for r in cell.results)
     assert sum(len(r.step_s) for r in cell.results) == sum(r.chunks - 1 for r in cell.results)
     assert d["output_tok_s"] > 0 and d["per_stream_tok_s"] > 0
-    assert cell.flushed == "ok"
+    assert cell.cache == "flushed" and d["cache"] == "flushed"  # the sim's /flush_cache answered
+    assert d["load_avg"] is not None and d["load_avg"] >= 0
 
 
 def test_log_and_metrics_of_the_real_sim(sim_server):
