@@ -1,25 +1,32 @@
-"""Record a real landscape: a grid of configs x contexts x concurrencies on a real engine, in rounds.
+"""Record a real landscape: a grid of configs x workloads x contexts x concurrencies on a real engine, in rounds.
 
-    python benchmarks/record_landscape.py --engine llamacpp [--rounds 3] [--out FILE]
+    python benchmarks/record_landscape.py --engine llamacpp|vllm [--rounds 3] [--out FILE]
         [--contexts 64,256] [--concurrency 1,2,4] [--max-tokens 64] [--configs ID,ID] [--work DIR]
-        [OVERRIDE ...]      (e.g. workload.min_requests=2: more for every trial)
+        [--workloads edit,prose] [OVERRIDE ...]      (e.g. workload.min_requests=16: for every trial)
 
 Every trial is a real ``python -m sweep`` run (compose -> render -> launch the
-engine -> benchmark -> result.json), one server start per config per round,
+engine -> benchmark -> result.json), one server start per config per round
+(its workloads share that server: a workload change keeps the fingerprint),
 with MLflow off. The grid is measured in **rounds**: round 1 runs every config,
-then round 2 runs every config again, ... so the box's slow drifts (other jobs
-on a shared machine) spread over all configs instead of landing on whichever
-config ran during them; each point's per-round tok/s are kept
-(``output_tok_s_runs``: the measured noise) and its figures are their mean.
+then round 2 runs every config again, ... and each round starts one config
+later than the one before (round 2 begins with the second config), so the
+box's slow drifts (other jobs on a shared machine) spread over all configs
+instead of landing on whichever config ran during them, and no config always
+runs first after a quiet spell. Each round of a config is a copy of the same
+config: a reader pools them as repeats (sweep/score/configs.py).
 
 The file (``benchmarks/measured/landscapes/<engine>-<box>-<model>.json``) is the
-shared landscape format (sweep/sim/landscape.py, /work/landscape-format.md): the
-configs with their overrides and composed hardware/model/spec nodes, one
-``trials`` entry per config (failed ones kept: a landscape has losers), one point
-per (config, workload, context, concurrency), and the machine's measured
+shared landscape format (sweep/sim/landscape.py): the configs with their
+overrides and composed hardware/model/spec/server nodes, the composed
+workloads, one ``trials`` entry per config and workload (failed ones kept: a
+landscape has losers), one ``runs`` entry per config, workload and round (what
+that trial measured, cell by cell, with the machine's load: what
+``python -m sweep.schedule --dir`` pools), one point per (config, workload,
+context, concurrency) merged over the rounds, and the machine's measured
 figures (``python -m sweep.sim.probe``) under ``machine.perf``. It is rewritten
 after every trial, and a rerun with the same ``--work`` dir skips trials whose
-result.json is already there, so an interrupted recording resumes.
+result.json is already there, so an interrupted recording resumes. Secrets
+(``server.api_key=...`` among the overrides) are masked in every field.
 """
 
 from __future__ import annotations
@@ -59,9 +66,10 @@ ENGINES: dict[str, dict[str, Any]] = {
     "llamacpp": {
         # one thread: on a shared 2-core box two llama.cpp threads spin at barriers while the
         # other is descheduled (tests/engines/conftest.py); the box is "this machine, one core"
-        "base": ["server=llamacpp", "workload=cpu", "server.threads=1"],
+        "base": ["server=llamacpp", "server.threads=1"],
         "threads": 1,
         "hardware": "cpu",
+        "workloads": ["cpu"],
         # n-gram: budget (n_max), minimum draft (n_min) and lookup length (n_match, llama.cpp's
         # default 24) across what a user would try; the target drafting for itself (full
         # acceptance, a forward per drafted token); the autoregressive baseline
@@ -69,6 +77,25 @@ ENGINES: dict[str, dict[str, Any]] = {
                     _ngram(4, 1), _ngram(8, 2), _ngram(16, 2), _ngram(16, 8), _ngram(32, 2),
                     _ngram(8, 2, 12), _ngram(16, 2, 12), _ngram(16, 2, 8),
                     _draft(2), _draft(4), _draft(8)],
+    },
+    "vllm": {
+        # the engine's OpenMP threads on one core (hardware.cpu.threads_bind): the box is "this
+        # machine, one core", and the other core is left to the client and whatever else runs
+        # (a 2-core box shared with other work: docs/vllm.md)
+        "base": ["server=vllm", "hardware.cpu.threads_bind=1"],
+        "threads": 1,
+        "hardware": "cpu",
+        "workloads": ["edit", "prose"],
+        # n-gram drafting: the budget (num_speculative_tokens) over what a user would try at the
+        # lookup window vLLM's docs suggest (4/2), and that window shorter and longer at budget 4;
+        # the autoregressive baseline
+        "configs": [("none", ["spec=none"]),
+                    *[(f"ngram-b{b}-max4-min2", ["spec=ngram", f"spec.budget={b}", "spec.ngram_n_max=4",
+                                                 "spec.ngram_n_min=2"]) for b in (1, 2, 4, 8)],
+                    ("ngram-b4-max2-min1", ["spec=ngram", "spec.budget=4", "spec.ngram_n_max=2",
+                                            "spec.ngram_n_min=1"]),
+                    ("ngram-b4-max6-min3", ["spec=ngram", "spec.budget=4", "spec.ngram_n_max=6",
+                                            "spec.ngram_n_min=3"])],
     },
 }
 
@@ -109,28 +136,80 @@ def _machine(perf: dict[str, Any]) -> dict[str, Any]:
             "load_avg_at_start": os.getloadavg()[0]}
 
 
-def _run_trial(overrides: list[str], run_dir: Path, timeout: float) -> dict[str, Any] | None:
-    result = run_dir / "result.json"
-    if result.is_file():
-        doc = json.loads(result.read_text())
-        if doc.get("status") in ("ok", "failed"):
-            return doc
+def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
+               timeout: float) -> dict[str, dict[str, Any] | None]:
+    """One server start: this config on each workload (a multirun when there are several);
+    workload name -> its result document (None when the run left none)."""
+    def results() -> dict[str, dict[str, Any] | None]:
+        docs: dict[str, dict[str, Any] | None] = {w: None for w in workloads}
+        for path in sorted(run_dir.rglob("result.json")):
+            try:
+                doc = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            name = ((doc.get("config") or {}).get("workload") or {}).get("name")
+            if name in docs and doc.get("status") in ("ok", "failed"):
+                docs[name] = doc
+        return docs
+
+    found = results() if run_dir.is_dir() else {}
+    if found and all(found.values()):
+        return found
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "load_avg").write_text(f"{os.getloadavg()[0]:.2f}\n")  # how busy the shared box was
-    cmd = [sys.executable, "-m", "sweep", *overrides, f"server.port={_free_port()}", "mlflow.enabled=false",
-           "baseline.auto_run=false", f"hydra.run.dir={run_dir}"]
+    common = [*overrides, f"server.port={_free_port()}", "mlflow.enabled=false", "baseline.auto_run=false"]
+    if len(workloads) > 1:
+        cmd = [sys.executable, "-m", "sweep", "-m", *common, f"workload={','.join(workloads)}",
+               f"hydra.sweep.dir={run_dir}"]
+    else:
+        cmd = [sys.executable, "-m", "sweep", *common, f"workload={workloads[0]}", f"hydra.run.dir={run_dir}"]
     with open(run_dir / "stdout.log", "w") as out:
         try:
             subprocess.run(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            return None
-    return json.loads(result.read_text()) if result.is_file() else None
+            pass
+    return results()
+
+
+def _masked(doc: Any) -> Any:
+    from sweep import secrets
+
+    return secrets.mask_tree(doc, secrets.redactor(secrets.collect_secrets(doc)))
+
+
+def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:
+    """What one round of one config measured on one workload: the cells as the trial wrote them
+    (latency rows capped), its acceptance window, its greedy-identity verdict, where it ran."""
+    from sweep.sim.landscape import MAX_LATENCIES
+
+    cells = []
+    for cell in doc.get("cells") or []:
+        cell = dict(cell)
+        if isinstance(cell.get("latencies"), list):
+            cell["latencies"] = cell["latencies"][:MAX_LATENCIES]
+        cells.append(cell)
+    failure = doc.get("failure") if doc.get("status") != "ok" else None
+    trial = doc.get("trial") or {}
+    ident = doc.get("identity") or {}
+    return {"config": cid, "workload": workload, "round": rnd, "status": doc.get("status"),
+            "name": trial.get("name"), "config_id": trial.get("config_id"), "choices": trial.get("choices"),
+            "failure": None if failure is None else {"reason": failure.get("reason"),
+                                                     "message": str(failure.get("message") or "")[:300]},
+            "started": trial.get("started"), "finished": trial.get("finished"),
+            "load_avg": doc.get("_load_avg"), "fingerprint": doc.get("fingerprint"),
+            "argv": doc.get("argv") or [], "env": doc.get("env") or {},
+            "startup_s": (doc.get("server") or {}).get("startup_s"),
+            "server_reused": (doc.get("server") or {}).get("reused"),
+            "acceptance": (doc.get("acceptance") or {}).get("metrics"),
+            "greedy_identical": ident.get("greedy_identical"), "greedy_compared": ident.get("compared"),
+            "cells": cells if doc.get("status") == "ok" else []}
 
 
 def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[str]]],
-             runs: dict[str, list[dict[str, Any]]], workload: dict[str, Any], machine: dict[str, Any],
-             command: str) -> dict[str, Any]:
-    """The landscape document from every trial's result.json (per config, in round order)."""
+             runs: dict[str, list[dict[str, Any]]], workloads: dict[str, dict[str, Any]],
+             machine: dict[str, Any], command: str) -> dict[str, Any]:
+    """The landscape document from every trial's result.json (per config, in round order;
+    each document carries ``_round`` and ``_load_avg``)."""
     from sweep.sim.landscape import SCHEMA, merge_runs, round_floats
 
     first_ok = next((d for docs in runs.values() for d in docs if d.get("status") == "ok"), None)
@@ -141,42 +220,49 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
         "model": str((cfg0.get("model") or {}).get("served_name") or (cfg0.get("model") or {}).get("name") or ""),
         "hardware": spec.get("hardware"), "machine": machine,
         "created": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": command, "workloads": {}, "configs": [], "trials": [], "points": [],
+        "command": command, "workloads": {}, "configs": [], "trials": [], "runs": [], "points": [],
     }
+    for name, wl in workloads.items():
+        out["workloads"][name] = wl
     for cid, overrides in configs:
         docs = runs.get(cid) or []
         ok = [d for d in docs if d.get("status") == "ok"]
         composed = {}
         if ok:
             c = ok[0]["config"]
-            composed = {k: c.get(k) for k in ("hardware", "model", "spec")}
-            keep = ("name", "flavor", "model_format", "parallel", "threads")
-            composed["server"] = {k: (c.get("server") or {}).get(k) for k in keep}
-            wl = c.get("workload") or {}
-            out["workloads"].setdefault(str(wl.get("name")), wl)
+            composed = {k: c.get(k) for k in ("hardware", "model", "spec", "server")}
         out["configs"].append({"id": cid, "overrides": overrides, "spec": _knobs(overrides).get("method", ""),
                                "knobs": _knobs(overrides), "composed": composed})
-        failed = [d for d in docs if d.get("status") != "ok"]
-        reason = (failed[0].get("failure") or {}) if failed else {}
-        acc = [d.get("acceptance") or {} for d in ok]
-        out["trials"].append({
-            "config": cid, "workload": str(workload.get("name")), "status": "ok" if ok else "failed",
-            "rounds": len(docs), "rounds_ok": len(ok),
-            "failure": None if ok else {"reason": reason.get("reason") or "no result",
-                                        "message": (reason.get("message") or "")[:300]},
-            "startup_s": [((d.get("server") or {}).get("startup_s")) for d in ok],
-            "load_avg": [d.get("_load_avg") for d in docs],  # 1-minute load average when each round started
-            "accept": _accept_summary(acc), "greedy_identical": None, "coding_pass_rate": None,
-            "result_json": None,
-        })
-        by_cell: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        for d in ok:
-            for cell in d.get("cells") or []:
-                by_cell.setdefault((int(cell["context"]), int(cell["concurrency"])), []).append(cell)
-        for (_ctx, _conc), cells in sorted(by_cell.items()):
-            point = {"config": cid, "workload": str(workload.get("name")), **merge_runs(cells)}
-            out["points"].append(point)
-    return round_floats(out)
+        for wname in workloads:
+            mine = [d for d in docs if d.get("_workload") == wname]
+            mine_ok = [d for d in mine if d.get("status") == "ok"]
+            failed = [d for d in mine if d.get("status") != "ok"]
+            reason = (failed[0].get("failure") or {}) if failed else {}
+            acc = [d.get("acceptance") or {} for d in mine_ok]
+            out["trials"].append({
+                "config": cid, "workload": wname, "status": "ok" if mine_ok else "failed",
+                "rounds": len(mine), "rounds_ok": len(mine_ok),
+                "failure": None if mine_ok else {"reason": reason.get("reason") or "no result",
+                                                 "message": (reason.get("message") or "")[:300]},
+                "startup_s": [((d.get("server") or {}).get("startup_s")) for d in mine_ok],
+                "load_avg": [d.get("_load_avg") for d in mine],  # 1-minute load average when each round started
+                "accept": _accept_summary(acc),
+                "greedy_identical": _mean([(d.get("identity") or {}).get("greedy_identical") for d in mine_ok]),
+                "coding_pass_rate": None, "result_json": None,
+            })
+            out["runs"] += [run_entry(cid, wname, int(d.get("_round") or 0), d) for d in mine]
+            by_cell: dict[tuple[int, int], list[dict[str, Any]]] = {}
+            for d in mine_ok:
+                for cell in d.get("cells") or []:
+                    by_cell.setdefault((int(cell["context"]), int(cell["concurrency"])), []).append(cell)
+            for (_ctx, _conc), cells in sorted(by_cell.items()):
+                out["points"].append({"config": cid, "workload": wname, **merge_runs(cells)})
+    return round_floats(_masked(out))
+
+
+def _mean(values: list[Any]) -> float | None:
+    vals = [float(v) for v in values if isinstance(v, (int, float))]
+    return sum(vals) / len(vals) if vals else None
 
 
 def _accept_summary(accs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -212,9 +298,10 @@ def main() -> int:
     p.add_argument("--concurrency", default="1,2,4")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--configs", default="", help="only these config ids (comma-separated)")
+    p.add_argument("--workloads", default="", help="workload groups (comma-separated; default: the engine's)")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/specsweep-landscape"))
-    p.add_argument("--trial-timeout", type=float, default=1800.0)
+    p.add_argument("--trial-timeout", type=float, default=3600.0)
     p.add_argument("extra", nargs="*", help="more overrides for every trial")
     args = p.parse_args()
     if args.rounds < 1:
@@ -230,6 +317,7 @@ def main() -> int:
                   file=sys.stderr)
             return 2
         configs = [c for c in configs if c[0] in want]
+    workloads = args.workloads.split(",") if args.workloads else list(spec["workloads"])
     workload_over = [f"workload.contexts=[{args.contexts}]", f"workload.concurrency=[{args.concurrency}]",
                      f"workload.max_tokens={args.max_tokens}", "workload.repeats=1", "workload.coding=off"]
     base = [*spec["base"], *workload_over, *args.extra]
@@ -237,31 +325,40 @@ def main() -> int:
     from sweep.compose.config import from_omegaconf
     from sweep.sim.probe import measure_in_subprocess
 
-    wl = dict(from_omegaconf(compose(base)).raw["workload"])
+    composed_wl = {w: dict(from_omegaconf(compose([*base, f"workload={w}"])).raw["workload"]) for w in workloads}
     perf = measure_in_subprocess(int(spec.get("threads") or 0))
     machine = _machine(perf)
-    model = "smollm2" if args.engine == "llamacpp" else args.engine
+    model = "smollm2"
     out = args.out or ROOT / "benchmarks" / "measured" / "landscapes" / f"{args.engine}-{spec['hardware']}-{model}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/record_landscape.py " + " ".join(sys.argv[1:])
+    from sweep import secrets
+
+    command = secrets.mask_text("python benchmarks/record_landscape.py " + " ".join(
+        secrets.mask_argv(sys.argv[1:])))
     runs: dict[str, list[dict[str, Any]]] = {}
     total = args.rounds * len(configs)
     t0 = time.time()
     done = 0
     for rnd in range(1, args.rounds + 1):
-        for cid, overrides in configs:
+        shift = (rnd - 1) % len(configs)
+        for cid, overrides in configs[shift:] + configs[:shift]:
             run_dir = args.work / f"round{rnd}" / cid
-            doc = _run_trial([*base, *overrides], run_dir, args.trial_timeout)
-            doc = dict(doc or {"status": "failed", "failure": {"reason": "timeout"}})
+            docs = _run_trial([*base, *overrides], workloads, run_dir, args.trial_timeout)
             load = run_dir / "load_avg"
-            doc["_load_avg"] = float(load.read_text()) if load.is_file() else None
-            runs.setdefault(cid, []).append(doc)
+            load_avg = float(load.read_text()) if load.is_file() else None
+            for wname, doc in docs.items():
+                doc = dict(doc or {"status": "failed", "failure": {"reason": "timeout",
+                                                                   "message": "the run left no result.json"}})
+                doc["_load_avg"], doc["_round"], doc["_workload"] = load_avg, rnd, wname
+                runs.setdefault(cid, []).append(doc)
             done += 1
-            status = (doc or {}).get("status", "timeout")
-            tok = [c.get("output_tok_s") for c in (doc or {}).get("cells") or []]
+            summary = "; ".join(f"{w}: {(d or {}).get('status', 'no result')} tok/s "
+                                f"{[round(c.get('output_tok_s') or 0, 1) for c in (d or {}).get('cells') or []]}"
+                                for w, d in docs.items())
             eta = (time.time() - t0) / done * (total - done)
-            print(f"[{done}/{total}] round {rnd} {cid}: {status} tok/s {tok} (eta {eta / 60:.0f} min)", flush=True)
-            land = assemble(args.engine, spec, configs, runs, wl, machine, command)
+            print(f"[{done}/{total}] round {rnd} {cid}: {summary} (eta {eta / 60:.0f} min)", flush=True)
+            land = assemble(args.engine, spec, configs, runs, composed_wl, machine, command)
+            land["duration_min"] = round((time.time() - t0) / 60, 1)
             tmp = out.with_suffix(".tmp")
             tmp.write_text(json.dumps(land, indent=1) + "\n")
             tmp.replace(out)

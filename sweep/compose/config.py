@@ -230,7 +230,7 @@ def _server(node: Mapping[str, Any]) -> Server:
     if not exe:
         raise ConfigError(f"{p}.executable", "must name the program to start")
     api_key = _v(node, p, "api_key")
-    cache = node.get("prefix_cache") if isinstance(node.get("prefix_cache"), Mapping) else {}
+    cache: Mapping[str, Any] = node["prefix_cache"] if isinstance(node.get("prefix_cache"), Mapping) else {}
     return Server(
         name=_v(node, p, "name"), flavor=_v(node, p, "flavor"),
         simulated=_v(node, p, "simulated", False), executable=exe,

@@ -106,6 +106,7 @@ RULES: dict[str, Rule] = {
     "hardware.dp": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.dp_attention": BOOL,
     "hardware.cost_per_hour": _num(0, 1_000_000, "USD per hour"),
+    "hardware.spread": _num(0, 1, "relative standard deviation of one measurement of a cell's tok/s"),
     "hardware.perf": MAPPING,
     "hardware.perf.mem_bw_tbs": _num(0, 1_000, "TB/s per GPU"),
     "hardware.perf.fp8_tflops": _num(0, 1_000_000, "TFLOP/s per GPU"),
@@ -184,6 +185,9 @@ RULES: dict[str, Rule] = {
     "server.extra_args": Rule("strs"),
     "server.extra_env": MAPPING,
     "server.secret_flags": Rule("strs"),
+    "server.plumbing": MAPPING,       # launch flags/env that do not make another config (sweep/score/configs.py)
+    "server.plumbing.args": Rule("strs"),
+    "server.plumbing.env": Rule("strs"),
     "server.args": MAPPING,
     "server.env": MAPPING,
     "server.sim_args": MAPPING,

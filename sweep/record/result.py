@@ -53,6 +53,12 @@ class TrialInfo(Record):
     overrides: list[str] = field(default_factory=list)
     started: str | None = None
     finished: str | None = None
+    config_id: str | None = field(default=None, metadata={
+        "doc": "what ran and what was measured, hashed (sweep/score/configs.py): the same for every "
+               "copy of one config, whatever launched it; copies are pooled as its repeats"})
+    choices: dict[str, str] = field(default_factory=dict, metadata={
+        "doc": "the config groups composed (hardware, spec, model, server, workload ...): the defaults "
+               "a name's knobs are told apart from"})
 
 
 @dataclass(kw_only=True)

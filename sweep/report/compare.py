@@ -25,7 +25,8 @@ from sweep.record.result import Metrics, TrialResult
 from sweep.score import objective as score_objective
 from sweep.score import speedup as score_speedup
 from sweep.score.acceptance import Speculation, speculation
-from sweep.score.noise import Candidate, Ties, objective_interval, tied_within_noise
+from sweep.score import configs as score_configs
+from sweep.score.noise import Candidate, Ties, objective_interval, spread_of, tied_within_noise
 from sweep.score.metrics import Headline, headline, honest
 
 STATUS_ORDER = {"ok": 0, "pruned": 1, "interrupted": 2, "running": 3, "failed": 4}
@@ -43,8 +44,10 @@ class Row:
     speedup: float | None = None
     speedup_from_table: bool = False
     baseline_name: str | None = None
-    rank: int | None = None  # 1 = best feasible of its group
-    tied_with_best: bool = False  # a runner-up the best cannot be told apart from (95% intervals)
+    rank: int | None = None  # 1 = the leader of its group (the best when its verdict is decided)
+    tied_with_best: bool = False  # a runner-up the leader cannot be told apart from (95% intervals)
+    copies: int = 1  # results of this one config pooled into the row (sweep/score/configs.py)
+    config_id: str = ""
 
     @property
     def name(self) -> str:
@@ -123,12 +126,34 @@ class Group:
         return self.rows[0].doc
 
     @property
-    def best(self) -> Row | None:
+    def leader(self) -> Row | None:
+        """The feasible row with the best objective value, decided or not."""
         return next((r for r in self.rows if r.rank == 1), None)
 
     @property
+    def best(self) -> Row | None:
+        """The leader when it beats every runner-up beyond noise (a decided verdict), else None:
+        nothing is called best over a config it does not separate from."""
+        leader = self.leader
+        if leader is None:
+            return None
+        if sum(1 for r in self.rows if r.feasible) == 1:
+            return leader
+        return leader if self.ties is not None and self.ties.decided else None
+
+    @property
+    def verdict(self) -> str:
+        """``decided`` | ``tied`` | ``unknown`` (measured once, no spread) | ``none`` (nothing feasible)."""
+        if self.leader is None:
+            return "none"
+        if self.best is not None:
+            return "decided"
+        return self.ties.state if self.ties is not None else "unknown"
+
+    @property
     def noise_line(self) -> str | None:
-        """``tied within noise with a (412.0), b (409.3)`` / ``clear winner ...`` / noise unknown."""
+        """``undecided: tied within noise with a (412.0), b (409.3) (...)`` / ``clear winner ...`` /
+        noise unknown."""
         return self.ties.line(lambda r: r.name) if self.ties is not None else None
 
     @property
@@ -190,11 +215,12 @@ def _load_label(wl: dict[str, Any]) -> list[str]:
     return parts
 
 
-def _row(doc: TrialResult, source: str) -> Row:
+def _row(doc: TrialResult, source: str, copies: int = 1, config_id: str = "") -> Row:
     objective = score_objective.objective_of(doc)
     return Row(doc=doc, source=source, head=headline(doc), objective=objective,
                objective_value=score_objective.objective_value(doc, objective) if doc.ok else None,
-               feasible=score_objective.feasible(doc, objective), metrics=honest(doc))
+               feasible=score_objective.feasible(doc, objective), metrics=honest(doc), copies=copies,
+               config_id=config_id)
 
 
 def group_key(doc: TrialResult) -> tuple[Any, ...]:
@@ -227,15 +253,24 @@ def _speedups(group: Group) -> None:
 
 
 def _ties(group: Group) -> None:
-    """Mark the feasible rows whose objective's 95% interval overlaps the best's."""
+    """Mark the feasible rows whose objective's 95% interval overlaps the leader's (configs measured
+    once: the interval the box's spread gives them, where it is known)."""
     cands = [Candidate(r, float(r.objective_value),
-                       objective_interval(r.doc, r.objective, r.objective_value))
+                     objective_interval(r.doc, r.objective, r.objective_value), n=_measurements(r))
              for r in group.rows if r.feasible and r.objective_value is not None]
-    group.ties = tied_within_noise(cands)
-    if group.ties is not None and group.ties.best.key is not group.best:
+    spread = spread_of(group.rows[0].doc) if group.rows else None
+    group.ties = tied_within_noise(cands, spread=spread)
+    if group.ties is not None and group.ties.best.key is not group.leader:
         group.ties = None  # equal values ranked by name: the tie rule and the rank disagree on who leads
     for c in group.ties.tied if group.ties is not None else []:
         c.key.tied_with_best = True
+
+
+def _measurements(row: Row) -> int:
+    """How many measurements the row's headline cell pools (its copies' repeats)."""
+    cell = next((c for c in row.doc.cells if c.concurrency == row.head.concurrency
+                 and c.context == row.head.context), None)
+    return int(cell.repeats or 1) if cell is not None else row.copies
 
 
 def masked(docs: Sequence[TrialResult]) -> list[TrialResult]:
@@ -246,13 +281,18 @@ def masked(docs: Sequence[TrialResult]) -> list[TrialResult]:
 
 
 def build_groups(docs: Sequence[TrialResult], sources: Sequence[str] | None = None) -> list[Group]:
-    """Rows grouped like with like, each group ranked by its objective (best feasible first);
-    groups in order of first appearance; secrets masked."""
+    """Rows grouped like with like, one row per config (its copies pooled: sweep/score/configs.py),
+    each group ranked by its objective (the leader first); groups in order of first appearance;
+    secrets masked."""
     docs = masked(docs)
     groups: dict[tuple[Any, ...], Group] = {}
-    for i, doc in enumerate(docs):
+    for pooled in score_configs.pool(docs, sources):
+        doc = pooled.doc
+        assert doc is not None
         key = group_key(doc)
-        groups.setdefault(key, Group(key)).rows.append(_row(doc, sources[i] if sources else ""))
+        groups.setdefault(key, Group(key)).rows.append(
+            _row(doc, pooled.sources[-1], copies=max(1, pooled.n - pooled.failed_copies)
+                 if doc.ok else pooled.n, config_id=pooled.config_id))
     for group in groups.values():
         group.rows.sort(key=_sort_key)
         for rank, row in enumerate((r for r in group.rows if r.feasible), 1):

@@ -34,6 +34,7 @@ def to_json(groups: Sequence[Group], title: str) -> str:
             "label": g.label, "hardware": g.hardware_label, "model": g.model_label,
             "workload": g.workload_label, "objective": g.objective_name, "simulated": g.simulated,
             "headline": g.headline_label, "best": best.name if best is not None else None,
+            "leader": g.leader.name if g.leader is not None else None, "verdict": g.verdict,
             "tied_within_noise": [c.key.name for c in g.ties.tied] if g.ties is not None else [],
             "noise": g.noise_line,
             "rows": [{**record(g, r), "accept_per_position": _per_position(r.doc),
@@ -92,6 +93,9 @@ def to_markdown(groups: Sequence[Group], title: str) -> str:
         if best is not None:
             lines += [f"Best feasible: **{best.name}** ({g.headline_label} "
                       f"{headline_text(record(g, best))}); {g.noise_line}", ""]
+        elif g.leader is not None:
+            lines += [f"No best yet: **{g.leader.name}** leads ({g.headline_label} "
+                      f"{headline_text(record(g, g.leader))}); {g.noise_line}", ""]
         headers = [h for h, _, _ in MD_COLUMNS[:3]] + [g.headline_label] + [h for h, _, _ in MD_COLUMNS[3:]]
         lines.append("| " + " | ".join(headers) + " |")
         lines.append("|" + "|".join("---:" if i not in (1, 2) else "---" for i in range(len(headers))) + "|")

@@ -83,10 +83,12 @@ def _table(g: Group) -> str:
             status += " (infeasible)"
         lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
                for k in ("ttft", "tpot")}
-        mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
+        mark = "★ " if r is best else "≈ " if r.tied_with_best or (best is None and r is g.leader
+                                                                     and g.verdict == "tied") else ""
         peak_nd = 0 if (rec["tok_s_peak"] or 0) >= 100 else 1  # 0.5 tok/s is not "0"
         rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
-                    f"<td>{escape(r.name)}</td><td>{status}</td>{_td(_headline_html(g, r))}"
+                    f"<td>{escape(r.name)}" + (f' <small class="muted">×{r.copies}</small>' if r.copies > 1 else "")
+                    + f"</td><td>{status}</td>{_td(_headline_html(g, r))}"
                     f"{_td(_f(rec['tok_s_peak'], peak_nd))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
                     + (_td(_rate_html(r)) if rated else "")
                     + f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
@@ -329,6 +331,13 @@ def _group(g: Group, i: int) -> str:
                    f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}"
                    f"<br><small>{escape(g.noise_line or '')}</small>"
                    f"<br><small>run it again: <code>{escape(rerun_command(best))}</code></small></div>")
+    elif g.leader is not None:
+        lead = g.leader
+        verdict = (f'<div class="note">No best yet: <b>{escape(lead.name)}</b> leads with '
+                   f"{_f(lead.head.tok_s)} {escape(g.headline_label)}"
+                   f"<br><small>{escape(g.noise_line or '')}</small>"
+                   "<br><small>to decide: run the same grid again (copies pool as repeats) or add "
+                   "<code>workload.repeats=3</code></small></div>")
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '
@@ -370,10 +379,11 @@ def _cards(groups: Sequence[Group], docs: Sequence[TrialResult]) -> str:
     cards = [f'<div class="card"><div class="k">trials</div><div class="v">{len(docs)}</div>'
              f'<div class="d">{pills}</div></div>']
     for i, g in enumerate(groups, 1):
-        best = g.best
+        best = g.best or g.leader
+        what = "best feasible" if g.best is not None else "leader (undecided)" if best else "best feasible"
         value = f"{_f(best.head.tok_s)} <small>{escape(g.headline_label)}</small>" if best else "–"
         sp = f" · {best.speedup:.2f}× baseline" if best and best.speedup and not best.is_baseline else ""
-        cards.append(f'<div class="card"><div class="k">group {i}: best feasible</div><div class="v">{value}</div>'
+        cards.append(f'<div class="card"><div class="k">group {i}: {what}</div><div class="v">{value}</div>'
                      f'<div class="d">{escape(best.name) if best else "none feasible"}{sp}<br>'
                      f"{escape(g.hardware_label)} · {escape(g.rows[0].workload)}</div></div>")
     return f'<div class="cards">{"".join(cards)}</div>'

@@ -18,8 +18,10 @@ from sweep.report.compare import Group, Row, all_rows, build_groups
 from sweep.report.records import record, records, rerun_command, rounded
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
-           "rate, errors, TTFT SLO); ≈ tied with it within noise (95% intervals overlap); "
-           "# ranks feasible rows by the group's objective; tok/s: output tok/s, "
+           "rate, errors, TTFT SLO -- and beats every other beyond noise); ≈ the leader and the runners-up "
+           "it does not separate from (95% intervals overlap): undecided; # ranks feasible rows by the "
+           "group's objective (a rank inside noise is no verdict); n: measurements pooled (copies of one "
+           "config are one row); tok/s: output tok/s (± half its 95% interval), "
            "peak: the highest of any cell; speedup = headline tok/s over the spec=none baseline of the "
            "same group (* = that baseline is a row of this table); latencies in ms, p50 / p99 of the "
            "headline cell; startup in s")
@@ -39,11 +41,13 @@ def _headline(rec: dict[str, Any]) -> str:
 def render_group(group: Group, title: str | None = None) -> Any:
     from rich.table import Table
 
-    best = group.best
+    best, leader = group.best, group.leader
+    undecided = best is None and leader is not None and group.verdict == "tied"
     table = Table(title=title or group.label, title_justify="left", caption_justify="left")
     table.add_column("#", no_wrap=True, justify="right")
     table.add_column("trial", no_wrap=True)
     table.add_column("status", no_wrap=True)
+    table.add_column("n", no_wrap=True, justify="right")
     for header in (group.headline_label, "peak", "speedup", "accept", "pass",
                    "TTFT p50/p99", "TPOT p50/p99", "$/Mtok", "startup"):
         table.add_column(header, justify="right", no_wrap=True)
@@ -55,8 +59,8 @@ def render_group(group: Group, title: str | None = None) -> Any:
             speedup = "baseline"
         style = ("bold green" if r is best else "red" if r.status == "failed" else
                  "yellow" if r.status != "ok" else "dim" if not r.feasible else None)
-        mark = "★ " if r is best else "≈ " if r.tied_with_best else ""
-        table.add_row(mark + str(r.rank or ""), r.name, status, _headline(rec),
+        mark = "★ " if r is best else "≈ " if r.tied_with_best or (undecided and r is leader) else ""
+        table.add_row(mark + str(r.rank or ""), r.name, status, str(rec["repeats"] or r.copies), _headline(rec),
                       _fmt(rec["tok_s_peak"], 0), speedup, _fmt(rec["accept_len"], 2),
                       _fmt(rec["coding_pass_rate"], 2),
                       f"{_fmt(rec['ttft_ms_p50'], 0)} / {_fmt(rec['ttft_ms_p99'], 0)}",
@@ -72,11 +76,21 @@ def print_groups(console: Any, groups: Sequence[Group], title: str) -> None:
                   f"{len(groups)} group(s) of comparable trials", highlight=False)
     for g in groups:
         console.print(render_group(g))
-        if g.best is not None and g.noise_line:
-            console.print(f"best {g.best.name}: {g.noise_line}", highlight=False, markup=False)
-        if g.best is not None:
-            console.print(f"run the best again: {rerun_command(g.best)}", highlight=False, markup=False)
+        for line in verdict_lines(g):
+            console.print(line, highlight=False, markup=False)
     console.print(CAPTION, style="dim", highlight=False)
+
+
+def verdict_lines(g: Group) -> list[str]:
+    """What a person acts on: the best and how sure, or why there is none yet."""
+    leader = g.leader
+    if leader is None:
+        return []
+    if g.best is not None:
+        lines = [f"best {g.best.name}: {g.noise_line}"] if g.noise_line and len(g.rows) > 1 else []
+        return lines + [f"run the best again: {rerun_command(g.best)}"]
+    return [f"no best yet: {leader.name} leads, {g.noise_line}",
+            "to decide: run the same grid again (copies pool as repeats) or add workload.repeats=3"]
 
 
 # -- what the MLflow parent run gets -------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any, Generic, Sequence, TypeVar
 from sweep.compose.settings import Objective
 from sweep.record.result import Cell, TrialResult
 from sweep.score.metrics import headline_cell, ok_cells
-from sweep.stats import standard_error, t975
+from sweep.stats import Z975, standard_error, t975
 
 K = TypeVar("K")
 
@@ -75,11 +75,13 @@ def objective_interval(result: TrialResult, objective: Objective,
 
 @dataclass(frozen=True)
 class Candidate(Generic[K]):
-    """One config's objective: ``key`` is the caller's handle (a trial number, a path)."""
+    """One config's objective: ``key`` is the caller's handle (a trial number, a path).
+    ``n``: measurements behind ``value`` (a pooled config's copies and repeats)."""
 
     key: K
     value: float
     ci: tuple[float, float] | None = None
+    n: int = 1
 
     @property
     def low(self) -> float:
@@ -90,29 +92,92 @@ class Candidate(Generic[K]):
         return self.ci[1] if self.ci else self.value
 
 
+def spread_of(result: TrialResult) -> float | None:
+    """The box's measured run-to-run spread: the relative standard deviation of one measurement of a
+    cell's tok/s (``hardware.spread``, from repeats or a recorded landscape; on the simulator its own
+    noise, ``server.sim.noise``). None: unknown. Used to judge ties of configs measured once."""
+    if result.simulated:
+        sim = result.config_section("server").get("sim")
+        noise = sim.get("noise") if isinstance(sim, dict) else None
+        return float(noise) if isinstance(noise, (int, float)) and noise > 0 else None
+    spread = result.config_section("hardware").get("spread")
+    return float(spread) if isinstance(spread, (int, float)) and 0 < spread < 1 else None
+
+
+def with_spread(c: Candidate[K], spread: float | None) -> Candidate[K]:
+    """A candidate measured once gets the interval the box's spread gives one measurement."""
+    if c.ci is not None or spread is None:
+        return c
+    half = Z975 * spread * abs(c.value)
+    return Candidate(c.key, c.value, (c.value - half, c.value + half), c.n)
+
+
 @dataclass(frozen=True)
 class Ties(Generic[K]):
+    """A verdict: the leader, the runners-up it does not beat beyond noise, and on what noise.
+
+    ``state``: ``decided`` (no runner-up's interval overlaps the leader's: it is the best),
+    ``tied`` (some do: undecided between them), ``unknown`` (the leader has no interval and the box
+    no spread: measured once, nothing can be called best)."""
+
     best: Candidate[K]
     tied: list[Candidate[K]] = field(default_factory=list)  # runners-up, best first
-    noise_known: bool = True  # False: the best was measured once (no interval)
+    noise_known: bool = True  # False: the leader was measured once and the box's spread is unknown
+    basis: str = "95% intervals"  # what the intervals come from
+    others: int = 0  # candidates besides the leader
+
+    @property
+    def leader(self) -> Candidate[K]:
+        return self.best
+
+    @property
+    def state(self) -> str:
+        if not self.noise_known and self.others:
+            return "unknown"
+        return "tied" if self.tied else "decided"
+
+    @property
+    def decided(self) -> bool:
+        return self.state == "decided"
 
     def line(self, name: Any = str, unit: str = "") -> str:
-        """``tied within noise with 3, 9`` / ``clear winner`` / the unknown-noise note."""
-        if not self.noise_known:
-            return "measured once: noise unknown (workload.repeats=3 gives intervals)"
+        """``clear winner ...`` / ``undecided: tied within noise with 3, 9 ...`` / the unknown-noise note."""
+        if self.state == "unknown":
+            return ("measured once: noise unknown, so no config is called best "
+                    "(workload.repeats=3 or the same command again gives intervals; hardware.spread "
+                    "judges single measurements)")
         if not self.tied:
-            return "clear winner: no other config's 95% interval overlaps it"
-        return "tied within noise with " + ", ".join(
-            f"{name(c.key)} ({c.value:,.1f}{unit})" for c in self.tied)
+            return f"clear winner: no other config's interval overlaps it ({self.basis})"
+        return "undecided: tied within noise with " + ", ".join(
+            f"{name(c.key)} ({c.value:,.1f}{unit})" for c in self.tied) + f" ({self.basis})"
 
 
-def tied_within_noise(candidates: Sequence[Candidate[K]], direction: str = "maximize") -> Ties[K] | None:
-    """The best candidate and the runners-up whose 95% intervals overlap its own (None: no candidate)."""
-    cands = [c for c in candidates if c.value is not None and math.isfinite(c.value)]
-    if not cands:
+def _basis(cands: Sequence[Candidate[K]], spread: float | None) -> str:
+    own = [c for c in cands if c.ci is not None]
+    if own and len(own) == len(cands):
+        n = sorted({c.n for c in own})
+        counts = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+        return f"95% intervals over {counts} measurements"
+    if spread is not None:
+        return (f"95% intervals; configs measured once judged with the box's spread "
+                f"({spread:.1%} per measurement)")
+    return "95% intervals"
+
+
+def tied_within_noise(candidates: Sequence[Candidate[K]], direction: str = "maximize",
+                      spread: float | None = None) -> Ties[K] | None:
+    """The leader and the runners-up whose 95% intervals overlap its own (None: no candidate).
+
+    A candidate measured once has the interval the box's ``spread`` gives it (:func:`with_spread`),
+    else none: then only an equal value ties with it, and a leader without an interval is no
+    verdict (``state == "unknown"``)."""
+    raw = [c for c in candidates if c.value is not None and math.isfinite(c.value)]
+    if not raw:
         return None
+    cands = [with_spread(c, spread) for c in raw]
     sign = 1.0 if direction == "maximize" else -1.0
     ranked = sorted(cands, key=lambda c: -sign * c.value)
     best = ranked[0]
     tied = [c for c in ranked[1:] if c.high >= best.low and c.low <= best.high]
-    return Ties(best=best, tied=tied, noise_known=best.ci is not None)
+    return Ties(best=best, tied=tied, noise_known=best.ci is not None, basis=_basis(raw, spread),
+                others=len(ranked) - 1)

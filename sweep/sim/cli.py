@@ -89,8 +89,10 @@ def spec_from(ns: argparse.Namespace, env: Mapping[str, str], model: Mapping[str
     if algo == "ddtree":
         budget = ns.speculative_ddtree_budget or ns.speculative_num_draft_tokens or 8
         topk = int(env.get(topk_env) or ns.speculative_eagle_topk or 4)
+        block = int(ns.speculative_num_draft_tokens or block_default) if ns.speculative_ddtree_budget \
+            else block_default  # the drafter's block (DFlash's flag) beside the fork's budget
         return {"algorithm": "ddtree", "budget": int(budget), "topk": max(1, min(topk, int(budget))),
-                "window": window, "block": block_default}
+                "window": window, "block": block}
     if algo == "dflash":
         block = int(ns.speculative_num_draft_tokens or block_default)
         return {"algorithm": "dflash", "budget": block, "topk": 1, "window": window, "block": block}

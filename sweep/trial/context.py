@@ -13,7 +13,8 @@ class TrialContext:
     job_num: int = 0
     overrides: tuple[str, ...] = field(default_factory=tuple)
     original_cwd: Path = field(default_factory=Path.cwd)  # where the user launched from
-    varying: tuple[str, ...] = field(default_factory=tuple)  # keys the sweep varies (run names)
+    varying: tuple[str, ...] = field(default_factory=tuple)  # keys the sweep varies (the sweep's name)
+    choices: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # config groups composed (names)
 
     @property
     def sweep_id(self) -> str | None:
@@ -46,4 +47,6 @@ def hydra_context() -> TrialContext:
         overrides=tuple(hc.overrides.task),
         original_cwd=Path(hc.runtime.cwd),
         varying=varying_keys(sweep_dir),
+        choices=tuple((str(k), str(v)) for k, v in (hc.runtime.choices or {}).items()
+                      if v is not None and "/" not in str(k)),
     )

@@ -20,8 +20,8 @@ from sweep import secrets
 from sweep.atomic import DiskFull
 from sweep.compose.config import TrialConfig
 from sweep.launch import Launch
-from sweep.record.naming import trial_name
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
+from sweep.score import configs
 from sweep.score import metrics as score
 from sweep.score.objective import trial_return
 from sweep.trial import bench_errors, hooks, identity, prediction
@@ -34,10 +34,10 @@ log = logging.getLogger(__name__)
 
 def _new_result(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> TrialResult:
     red = secrets.redactor(launch.secrets)
-    return TrialResult(
+    doc = TrialResult(
         schema=SCHEMA, status="running", simulated=cfg.simulated,
         trial=TrialInfo(
-            name=trial_name(cfg, ctx.varying, ctx.overrides), hardware=cfg.hardware.name, spec=cfg.spec.algorithm,
+            name="?", hardware=cfg.hardware.name, spec=cfg.spec.algorithm,
             job_dir=str(ctx.job_dir), sweep_id=ctx.sweep_id,
             sweep_dir=str(ctx.sweep_dir) if ctx.sweep_dir else None, job_num=ctx.job_num,
             overrides=[red.text(o) for o in ctx.overrides], started=_now(), finished=None),
@@ -48,6 +48,11 @@ def _new_result(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> TrialRes
         accept_len=AcceptLen(requests=None, log=None, metrics=None, absent=frozenset({"log_samples"})),
         config=secrets.mask_tree(dict(cfg.raw), red),
     )
+    # one name and one id per config, from what runs and what is measured (sweep/score/configs.py)
+    doc.trial.choices = {k: v for k, v in ctx.choices if k in configs.GROUPS}
+    doc.trial.name = configs.name_of(doc)
+    doc.trial.config_id = configs.config_id(doc)
+    return doc
 
 
 def _now() -> str:
