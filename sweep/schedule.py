@@ -1,6 +1,7 @@
 """``python -m sweep.schedule --dir SWEEP_DIR``: which config to run at which load.
 
-Reads every result.json under the directory, and per group of comparable
+Reads every result.json under the directory (and every recorded landscape,
+``specsweep.landscape/1``: each of its rounds is a trial), and per group of comparable
 trials and context prints the best feasible config at each measured load
 level (ties within noise marked), its speedup over the autoregressive
 baseline there, and where the baseline or a shorter draft takes over
@@ -22,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from sweep.errors import ConfigError, command, one_line_usage_errors
 from sweep.slo import LIMITS, Slo
@@ -72,6 +73,27 @@ def _slo(args: argparse.Namespace) -> Slo | None:
     return Slo(**values, **({"percentile": pct} if pct is not None else {}))
 
 
+def _landscapes(root: Path, unreadable: list[Path]) -> list[tuple[Any, Any]]:
+    """Recorded landscapes (``specsweep.landscape/1``) among the directory's JSON files, as the
+    trials they ran: anyone can check a schedule against a landscape's raw cells without its work dir."""
+    from sweep.score.metrics import metrics
+    from sweep.sim import landscape
+
+    out: list[tuple[Any, Any]] = []
+    for path in sorted(root.rglob("*.json")):
+        if path.name == "result.json" or not path.is_file() or not landscape.is_landscape(path):
+            continue
+        try:
+            docs = landscape.trial_docs(landscape.load(path))
+        except (landscape.LandscapeError, ValueError, TypeError, KeyError):
+            unreadable.append(path)
+            continue
+        for source, doc in docs:
+            doc.metrics = metrics(doc)
+            out.append((source, doc))
+    return out
+
+
 @command("sweep.schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
@@ -84,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     unreadable: list[Path] = []
     found = sorted(iter_results(args.dir, on_error=lambda p, _e: unreadable.append(p)), key=lambda x: str(x[0]))
+    found += _landscapes(args.dir, unreadable)
     if unreadable:
         print(f"warning: {len(unreadable)} result file(s) could not be read (first: {unreadable[0]})",
               file=sys.stderr)

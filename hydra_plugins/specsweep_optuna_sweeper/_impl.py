@@ -440,7 +440,8 @@ class OptunaSweeperImpl:
                           requeue_interrupted=s.requeue_interrupted, extra_overrides=extra,
                           heartbeat_interval=s.heartbeat_interval, lock=lock,
                           stale_after=s.stale_after, label=label, rules=rules,
-                          around_job=(lambda t: _prune.reporting(t, pruner)) if pruner else None)
+                          around_job=(lambda t: _prune.reporting(t, pruner)) if pruner else None,
+                          identify=_identify(rules) if rules is not None else None)
 
     def _work(self, space: _space.SearchSpace, sweep_dir: Path, name: str, label: str) -> None:
         """One worker of a pool: the loop on the shared study; the controller reports."""
@@ -458,6 +459,13 @@ class OptunaSweeperImpl:
             lock.close()
         print(f"worker {label}: done, {loop.executed} job(s) run")
         return None
+
+
+def _identify(rules: _rules.Rules) -> Any:
+    """params -> the config id their trial will record (the composed view of the point, rendered)."""
+    from sweep.score.configs import config_id_of
+
+    return lambda params: config_id_of(rules.source.view(params))
 
 
 # -- harden2 (issue 11, section 5): every value of the space through the config's own rules --------

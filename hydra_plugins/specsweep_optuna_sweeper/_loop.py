@@ -102,7 +102,8 @@ class SearchLoop:
                  lock: ContextManager[Any] | None = None, stale_after: float | None = None,
                  wait_for_running: bool = True, label: str | None = None,
                  rules: "Rules | None" = None,
-                 around_job: Callable[[Trial], ContextManager[Any]] | None = None) -> None:
+                 around_job: Callable[[Trial], ContextManager[Any]] | None = None,
+                 identify: Callable[[Mapping[str, Any]], str | None] | None = None) -> None:
         self.study = study
         self.space = space
         self.execute = execute
@@ -113,6 +114,9 @@ class SearchLoop:
         self.extra_overrides = extra_overrides or (lambda n, p: [])
         self.rules = rules
         self.around_job = around_job or (lambda trial: contextlib.nullcontext())
+        # params -> the config id its trial will record (sweep/score/configs.py): two points of the
+        # space that run the same config (a knob the engine does not render) are one config
+        self.identify = identify
         self._rejected_in_a_row = 0
         self.heartbeat_interval = heartbeat_interval
         # The study lock (``_storage.study_lock``); none: this loop is the study's only writer.
@@ -338,6 +342,11 @@ class SearchLoop:
         if self.label:
             trial.set_user_attr("host", self.label)
         known = self._known().get(params_key(params))
+        if known is None and self.identify is not None:
+            cid = self._identify(params)
+            if cid is not None:
+                trial.set_user_attr("config_id", cid)
+                known = next((t for t in self._known().values() if t.user_attrs.get("config_id") == cid), None)
         if known is not None and known.number != trial.number:
             return _Job(trial, params, prefix, answered=self._answer_repeat(trial, known, prefix))
         verdict = self.rules.check(params) if self.rules is not None else None
@@ -401,11 +410,20 @@ class SearchLoop:
                         trial.number, frozen.state.name, self._reason(frozen) or "")
             return frozen
 
+    def _identify(self, params: Mapping[str, Any]) -> str | None:
+        """The config id of a proposal, or None when it cannot be told here (it runs, and says)."""
+        assert self.identify is not None
+        try:
+            return self.identify(params)
+        except Exception as exc:  # noqa: BLE001 - a point the rules refuse is told so below
+            log.debug("config id of %s: %s", params, exc)
+            return None
+
     def _answer_repeat(self, trial: Trial, known: FrozenTrial, prefix: str) -> FrozenTrial:
         """The sampler proposed a config with a known result: tell it again, run nothing."""
         trial.set_user_attr("duplicate_of", known.number)
         for k in ("status", "failure_reason", "result_path", "feasible", "values", "fingerprint",
-                  "quirk", "workaround", "objective_ci"):
+                  "quirk", "workaround", "objective_ci", "config_id"):
             if k in known.user_attrs:
                 trial.set_user_attr(k, known.user_attrs[k])
         if known.state == TrialState.COMPLETE:

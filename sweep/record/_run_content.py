@@ -117,12 +117,16 @@ def _server_version(info: Mapping[str, Any]) -> Any:
 
 
 def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
+    from sweep.score.configs import config_id
+
     trial, server = doc.trial, doc.server
     failure = doc.failure if not doc.ok else None
     tags: dict[str, Any] = {
         TAG_KIND: "trial", TAG_RESULT_ID: rid, TAG_PARENT: parent,
         "simulated": str(bool(doc.simulated)).lower(), "hardware": trial.hardware,
         "spec.algorithm": trial.spec, "fingerprint": doc.fingerprint,
+        # one config, one id (sweep/score/configs.py): copies of a config share it across runs and sweeps
+        "config.id": trial.config_id or config_id(doc),
         "status": doc.status, "failure.reason": failure.reason if failure else None,
         "failure.message": failure.message if failure else None, "sweep.id": trial.sweep_id,
         "sweep.job_num": trial.job_num, "git.sha": git_sha(),

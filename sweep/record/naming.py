@@ -1,84 +1,18 @@
-"""Names a person can tell apart: trial runs, sweep parent runs, and what ``--sweep-id`` accepts.
+"""Names a person can tell apart: sweep parent runs, and what ``--sweep-id`` accepts.
 
-Why: trials that differed only in their workload shared a name, and a sweep's
-parent run was named by the bare time of its directory (``01-43-41``), so the
-MLflow UI listed identical names. A trial is named by its box, algorithm and
-knobs, its workload, and every other key that varies in its sweep (read from
-the sweep's ``multirun.yaml``: grid overrides, the search space); a sweep by
+Why: a sweep's parent run was named by the bare time of its directory
+(``01-43-41``), so the MLflow UI listed identical names. A sweep is named by
 what it sweeps (the grid's overrides or the study's name) and when it started.
+A trial's name is its config's (:func:`sweep.score.configs.name_of`: every knob
+off its group's defaults, from the config alone, however it was launched).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
-from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from sweep.compose.config import TrialConfig
-
-# Keys the base name already shows (or that never tell trials apart).
-_IN_NAME = frozenset({"hardware", "hardware.name", "spec", "spec.algorithm", "spec.budget", "spec.topk",
-                      "spec.window", "workload", "workload.name", "server.disable_cuda_graph"})
-_NOT_A_KNOB = ("hydra", "optuna.")
-_UNSAFE = re.compile(r"[^\w.=,+@%:-]+")
 MAX_NAME = 200
-
-
-def _key(override: str) -> tuple[str, str]:
-    key, _, value = override.partition("=")
-    return key.lstrip("+~"), value
-
-
-def _value(raw: Mapping[str, Any], key: str) -> Any:
-    node: Any = raw
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def trial_name(cfg: TrialConfig, varying: Iterable[str] = (), overrides: Sequence[str] = ()) -> str:
-    """``b300-ddtree-b8-t4-w2048-seed``, plus ``max_tokens=64`` for each other key the sweep varies."""
-    s = cfg.spec
-    parts = [cfg.hardware.name, s.algorithm]
-    for prefix, knob in (("b", s.budget), ("t", s.topk), ("w", s.window)):
-        if knob is not None and s.algorithm != "none":
-            parts.append(f"{prefix}{knob}")
-    if cfg.server.disable_cuda_graph:
-        parts.append("nocg")
-    parts.append(cfg.workload.name)
-    given = dict(_key(o) for o in overrides)
-    for key in varying:
-        if key in _IN_NAME or key.startswith(_NOT_A_KNOB):
-            continue
-        value: Any = given.get(key)
-        if value is None:
-            found = _value(cfg.raw, key)
-            value = None if isinstance(found, Mapping) else found
-        if value is not None:
-            parts.append(f"{key.rsplit('.', 1)[-1].rsplit('/', 1)[-1]}={value}")
-    return _UNSAFE.sub("_", "-".join(str(p) for p in parts))[:MAX_NAME]
-
-
-def varying_keys(sweep_dir: Path | None) -> tuple[str, ...]:
-    """Keys a sweep varies: its grid overrides (``a=1,2``, ``range``, ``choice``) and
-    its search space (``hydra.sweeper.params``), from ``<sweep_dir>/multirun.yaml``."""
-    if sweep_dir is None:
-        return ()
-    import yaml
-
-    try:
-        doc = yaml.safe_load((Path(sweep_dir) / "multirun.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        return ()
-    hydra = (doc or {}).get("hydra") or {}
-    keys = list(sweep_overrides((hydra.get("overrides") or {}).get("task") or []))
-    params = (hydra.get("sweeper") or {}).get("params") or {}
-    keys += [str(k) for k in params] if isinstance(params, Mapping) else []
-    return tuple(dict.fromkeys(keys))
-
 
 def sweep_overrides(overrides: Sequence[str]) -> list[str]:
     """The keys of the overrides that sweep (Hydra's own parser decides)."""

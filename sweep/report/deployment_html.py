@@ -27,19 +27,29 @@ def _f(x: float | None, nd: int = 1) -> str:
 def _schedule_table(s: Schedule) -> str:
     rows = []
     for lv in s.levels:
-        best = lv.best
-        ci = f' <span class="ci">[{_f(best.ci[0])}, {_f(best.ci[1])}]</span>' if best is not None and best.ci else ""
+        lead = lv.leader
+        ci = f' <span class="ci">[{_f(lead.ci[0])}, {_f(lead.ci[1])}]</span>' if lead is not None and lead.ci else ""
         missed = ", ".join(escape(e.name) for e in lv.entries if not e.meets) or "–"
+        if lv.best is not None:
+            who = escape(lv.best.name)
+        elif lead is not None:
+            who = (f"<i>open</i>: {escape(lead.name)} leads "
+                   f"<small>({'undecided' if lv.state == 'tied' else 'measured once, noise unknown'})</small>")
+        else:
+            who = "<i>none meets the SLO</i>"
+        sp = "–" if lv.speedup is None else f"{lv.speedup:.2f}×" + (
+            f' <span class="ci">[{lv.speedup_ci[0]:.2f}, {lv.speedup_ci[1]:.2f}]</span>' if lv.speedup_ci else "")
         rows.append(
             f'<tr class="{"best" if lv.baseline_wins else ""}"><td class="n">{lv.load:g}</td>'
-            f"<td>{escape(best.name) if best else '<i>none meets the SLO</i>'}</td>"
-            f'<td class="n">{_f(best.tok_s) + ci if best else "–"}</td>'
-            f'<td class="n">{"–" if lv.speedup is None else f"{lv.speedup:.2f}×"}</td>'
+            f"<td>{who}</td>"
+            f'<td class="n">{_f(lead.tok_s) + ci if lead else "–"}</td>'
+            f'<td class="n">{lead.n if lead else "–"}</td>'
+            f'<td class="n">{sp}</td>'
             f"<td>{', '.join('≈ ' + escape(e.name) for e in lv.tied) or '–'}</td>"
             f'<td style="white-space:normal">{missed}</td></tr>')
     num = ' class="n"'
-    head = "".join(f"<th{num if i in (0, 2, 3) else ''}>{h}</th>" for i, h in enumerate(
-        (escape(s.unit), "best feasible config", "tok/s", "speedup vs AR", "tied within noise",
+    head = "".join(f"<th{num if i in (0, 2, 3, 4) else ''}>{h}</th>" for i, h in enumerate(
+        (escape(s.unit), "best feasible config", "tok/s [95%]", "n", "speedup vs AR", "tied within noise",
          "missed the SLO / failed requests")))
     return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
             "</tbody></table></div>")

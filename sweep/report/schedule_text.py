@@ -9,40 +9,83 @@ from sweep.report._console import fmt
 from sweep.report.schedule import Schedule
 
 
+def _ci(ci: tuple[float, float] | None, nd: int = 0) -> str:
+    return f" [{ci[0]:,.{nd}f}-{ci[1]:,.{nd}f}]" if ci is not None else ""
+
+
 def _level_rows(s: Schedule) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for lv in s.levels:
-        best = lv.best
-        ci = f" [{best.ci[0]:,.0f}-{best.ci[1]:,.0f}]" if best is not None and best.ci else ""
+        lead = lv.leader
         missed = [e.name for e in lv.entries if not e.meets]
-        rows.append((f"{lv.load:g}", best.name if best else "none meets it",
-                     (fmt(best.tok_s) + ci) if best else "-",
-                     f"{lv.speedup:.2f}x" if lv.speedup is not None else "-",
-                     ", ".join(e.name for e in lv.tied) or "-",
+        if lv.best is not None:
+            who = lv.best.name
+        elif lead is not None:
+            who = f"open: {lead.name} leads ({'undecided' if lv.state == 'tied' else 'noise unknown'})"
+        else:
+            who = "none meets it"
+        speedup = "-" if lv.speedup is None else f"{lv.speedup:.2f}x" + _ci(lv.speedup_ci, 2)
+        rows.append((f"{lv.load:g}", who, (fmt(lead.tok_s) + _ci(lead.ci)) if lead else "-",
+                     str(lead.n) if lead else "-", speedup,
+                     ", ".join(f"{e.name} {fmt(e.tok_s)}{_ci(e.ci)}" for e in lv.tied) or "-",
                      ", ".join(missed) or "-"))
     return rows
 
 
 def summary_lines(s: Schedule) -> list[str]:
-    """The bands and crossovers as sentences (also the HTML section's)."""
+    """The bands and crossovers as sentences (also the HTML section's); each says only what its
+    levels measured and decided."""
     unit = s.unit
     lines = []
-    for b in s.bands:
-        until = f"up to {unit} {b.until:g} (exclusive)" if b.until is not None else "and above"
-        what = b.name or "no config meets the SLO (beyond every config's max load)"
-        lines.append(f"{unit} {b.start:g} {until}: {what}")
+    for i, b in enumerate(s.bands):
+        span = f"{unit} {b.start:g}" + (f"-{b.to:g}" if b.to != b.start else "")
+        if b.best is not None:
+            what = b.best.name
+        elif b.state == "none":
+            what = "no config meets the SLO without failed requests"
+        else:
+            what = f"open -- {b.why}"
+        lines.append(f"{span}: {what}")
+        if i == len(s.bands) - 1:
+            lines.append(f"above {unit} {b.to:g}: not measured")
     for c in s.crossovers:
         lines.append("crossover " + c.line(unit))
+    lines.append(_speculation_line(s))
+    lines.append(f"noise: {s.noise}")
+    return lines
+
+
+def _speculation_line(s: Schedule) -> str:
+    """Whether speculation pays, in words that agree with the table."""
+    unit = s.unit
+    if not any(lv.baseline is not None for lv in s.levels):
+        return ("no spec=none trial in this group: no speedup and no baseline crossover "
+                "(run spec=none with the same box and workload)")
     stop = s.speculation_stops_paying
     if stop is not None:
-        lines.append(f"speculation stops paying at {unit} {stop:g}: the autoregressive baseline is best "
-                     "(or tied within noise) from there on")
-    elif not any(lv.baseline is not None for lv in s.levels):
-        lines.append("no spec=none trial in this group: no speedup and no baseline crossover "
-                     "(run spec=none with the same box and workload)")
-    else:
-        lines.append("speculation pays at every measured load")
-    return lines
+        return (f"speculation stops paying at {unit} {stop:g}: the autoregressive baseline leads "
+                "(or is tied within noise) from there on")
+    pays = [lv.load for lv in s.levels if lv.best is not None and not lv.baseline_wins
+            and lv.baseline is not None and lv.best is not lv.baseline]
+    open_ = [lv.load for lv in s.levels if lv.best is None and lv.leader is not None and not lv.baseline_wins]
+    none = [lv.load for lv in s.levels if lv.leader is None]
+    ties = [lv.load for lv in s.levels if lv.baseline_wins]
+
+    def loads(xs: list[float]) -> str:
+        return ", ".join(f"{x:g}" for x in xs)
+
+    parts = []
+    if pays:
+        parts.append(f"speculation pays beyond noise at {unit} {loads(pays)}")
+    if ties:
+        parts.append(f"not at {loads(ties)} (the baseline leads or ties)")
+    if open_:
+        parts.append(f"undecided at {loads(open_)}")
+    if none:
+        parts.append(f"nothing meets the SLO at {loads(none)}")
+    if pays and len(pays) == len(s.levels):
+        return f"speculation pays beyond noise at every measured load ({unit} {loads(pays)})"
+    return "; ".join(parts) if parts else "no verdict on speculation"
 
 
 def print_schedules(schedules: Sequence[Schedule], out: Any = None) -> None:
@@ -53,13 +96,15 @@ def print_schedules(schedules: Sequence[Schedule], out: Any = None) -> None:
         slo = s.slo.label() if s.slo is not None else "no SLO (objective.slo unset)"
         sim = " (simulated)" if s.group.simulated else ""
         table = Table(title=f"schedule: {s.title}{sim}; {s.group.rows[0].workload}; {slo}")
-        for col, just in ((s.unit, "right"), ("best feasible config", "left"), ("tok/s", "right"),
-                          ("speedup vs AR", "right"), ("tied within noise", "left"), ("missed SLO/errors", "left")):
+        for col, just in ((s.unit, "right"), ("best feasible config", "left"), ("tok/s [95%]", "right"),
+                          ("n", "right"), ("speedup vs AR", "right"), ("tied within noise", "left"),
+                          ("missed SLO/errors", "left")):
             table.add_column(col, justify=just)  # type: ignore[arg-type]
         for row in _level_rows(s):
             table.add_row(*row)
         table.caption = ("best: highest output tok/s among configs passing the correctness gate whose cell "
-                         "met the SLO; ties: overlapping 95% intervals (workload.repeats)")
+                         "met the SLO, when it beats every other beyond noise (else the level is open); "
+                         "ties: overlapping 95% intervals; n: measurements of the leader's cell")
         console.print(table)
         for line in summary_lines(s):
             console.print("  " + line, markup=False, highlight=False)

@@ -165,6 +165,23 @@ def config_id(doc: TrialResult) -> str:
     return identity(doc).id
 
 
+def config_id_of(node: Any) -> str:
+    """The config id of a composed config before it runs (a search's proposal): rendered and masked
+    exactly as the trial will record it, so the id is the one its result.json will carry."""
+    from sweep import secrets
+    from sweep.compose.config import from_omegaconf
+    from sweep.compose.render import render
+
+    cfg = from_omegaconf(node)
+    launch = render(cfg)
+    red = secrets.redactor(launch.secrets)
+    doc = TrialResult(simulated=cfg.simulated,
+                      argv=secrets.mask_argv(launch.argv, cfg.server.secret_flags, launch.secrets),
+                      env=secrets.mask_env(launch.env, launch.secrets),
+                      config=secrets.mask_tree(dict(cfg.raw), red))
+    return config_id(doc)
+
+
 # ------------------------------------------------------------------------------------------ names
 
 # Short forms of knobs in names (others: the key's last part, ``=``, the value).
@@ -274,8 +291,10 @@ def _defaults(choices: tuple[tuple[str, str], ...]) -> _Defaults | None:
     hardware.cpu.eager). None: the options do not compose here."""
     from omegaconf import OmegaConf
 
+    from sweep.compose import resolvers
     from sweep.compose.cmdline import compose
 
+    resolvers.register()
     try:
         cfg = compose([f"{g}={c}" for g, c in choices])
         resolved_any = OmegaConf.to_container(cfg, resolve=True)
@@ -332,8 +351,8 @@ def _diffs(doc: TrialResult, defaults: _Defaults | None) -> tuple[list[str], lis
                     or not _rendered(full, defaults.rendered):
                 continue
             a, b = mine.get(key), theirs.get(key)
-            if _hashable(a) == _hashable(b) or (a in (None, [], {}) and b in (None, [], {})):
-                continue
+            if a is None or _hashable(a) == _hashable(b) or (a in ([], {}) and b in (None, [], {})):
+                continue  # equal, or not recorded (a partial config of an older file)
             knobs.append(_fmt(a) if SHORT.get(full) == "" else _part(full, a))
     wl, wl_default = _section(cfg, "workload"), _section(base, "workload")
     for key in MEASURED:
@@ -394,10 +413,10 @@ def names(docs: Sequence[TrialResult]) -> dict[str, str]:
 
 
 def stored_name(doc: TrialResult) -> str:
-    """The name a trial recorded (computed by :func:`name_of` since names came from the config), else computed."""
-    if doc.trial.get("config_id"):
-        return doc.trial.name
-    return name_of(doc)
+    """The name a trial recorded (since names came from :func:`name_of`, or an older file's own), else
+    computed. Two configs an older naming gave one name are told apart by :func:`names`."""
+    name = doc.trial.name
+    return name if name and name != "?" else name_of(doc)
 
 
 # ------------------------------------------------------------------------------------------ pooling

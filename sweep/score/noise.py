@@ -142,6 +142,9 @@ class Ties(Generic[K]):
 
     def line(self, name: Any = str, unit: str = "") -> str:
         """``clear winner ...`` / ``undecided: tied within noise with 3, 9 ...`` / the unknown-noise note."""
+        if not self.others:
+            return "the only feasible config of its group" + (
+                "" if self.noise_known else " (measured once: noise unknown)")
         if self.state == "unknown":
             return ("measured once: noise unknown, so no config is called best "
                     "(workload.repeats=3 or the same command again gives intervals; hardware.spread "

@@ -115,6 +115,7 @@ def trial_return(result: TrialResult, objective: Objective, result_path: str) ->
         result.failure.reason if result.failure is not None else None,
         "failure_message": result.failure.message if result.failure is not None else None,
         "result_path": result_path, "fingerprint": result.fingerprint,
+        "config_id": result.trial.config_id,
         "mlflow_run_id": result.mlflow.run_id,
         "objective": None, "constraints": None, "constraint_names": [], "feasible": False,
     }

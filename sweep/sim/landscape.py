@@ -156,3 +156,75 @@ def run_sd(values: Iterable[float]) -> float | None:
     """Log-scale standard deviation of repeated measurements (None with fewer than two)."""
     vals = [math.log(v) for v in values if v and v > 0]
     return statistics.stdev(vals) if len(vals) > 1 else None
+
+
+# --------------------------------------------------------------------------- as trials
+
+
+_OBJECTIVE = {"metric": "tok_s_lowc", "context": None, "concurrency": None,
+              "constraints": {"coding_pass_rate_min": 1.0, "max_errors": 0, "ttft_ms_p99_max": None,
+                              "greedy_identical_min": None},
+              "slo": {"ttft_ms": None, "tpot_ms": None, "itl_ms": None, "e2e_ms": None, "percentile": 90}}
+
+
+def _spec_group(cfg: Mapping[str, Any]) -> str:
+    for o in cfg.get("overrides") or []:
+        key, _, value = str(o).partition("=")
+        if key == "spec":
+            return value
+    return str(cfg.get("spec") or "none")
+
+
+def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
+    """The landscape as result documents, one per trial it ran (source, TrialResult): every round of
+    every config and workload where the file keeps them (``runs``), else one per config and workload
+    with the rounds merged (older files). What the schedule, the report and pooling read: the rounds of
+    one config are its copies (sweep/score/configs.py)."""
+    from sweep.record.result import Cell, TrialResult
+
+    out: list[tuple[str, Any]] = []
+    workloads = land.doc.get("workloads") or {}
+    runs = land.doc.get("runs")
+    entries: list[dict[str, Any]] = []
+    if isinstance(runs, list) and runs:
+        entries = [r for r in runs if isinstance(r, dict)]
+    else:  # older files: the points, merged over the rounds, one document per config and workload
+        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for p in land.points:
+            by.setdefault((str(p.get("config")), str(p.get("workload"))), []).append(p)
+        entries = [{"config": c, "workload": w, "round": 0, "status": "ok", "cells": cells}
+                   for (c, w), cells in by.items()]
+    for run in entries:
+        cid, wname = str(run.get("config")), str(run.get("workload"))
+        cfg = land.configs.get(cid)
+        if cfg is None:
+            continue
+        composed = dict(land.composed(cid))
+        wl: Mapping[str, Any] = workloads[wname] if isinstance(workloads.get(wname), Mapping) else {"name": wname}
+        config = {**{k: composed.get(k) for k in ("hardware", "model", "spec", "server")},
+                  "workload": dict(wl), "objective": _OBJECTIVE}
+        keep = {f.name for f in Cell._fields()}
+        cells = [Cell.from_dict({k: v for k, v in c.items() if k in keep or k.endswith("_runs")})
+                 for c in run.get("cells") or [] if isinstance(c, Mapping)]
+        spec: Mapping[str, Any] = composed["spec"] if isinstance(composed.get("spec"), Mapping) else {}
+        hw: Mapping[str, Any] = composed["hardware"] if isinstance(composed.get("hardware"), Mapping) else {}
+        failure: Mapping[str, Any] = run["failure"] if isinstance(run.get("failure"), Mapping) else {}
+        status = "ok" if run.get("status") == "ok" and cells else "failed"
+        choices: Mapping[str, Any] = run["choices"] if isinstance(run.get("choices"), Mapping) else {
+            "server": land.engine, "hardware": str(hw.get("name") or "cpu"),
+            "spec": _spec_group(cfg), "workload": wname}
+        doc = TrialResult.from_dict({
+            "schema": 1, "status": status, "simulated": False,
+            "failure": {"reason": failure.get("reason") or "failed",
+                        "message": failure.get("message") or ""} if status != "ok" else None,
+            "trial": {"name": str(run.get("name") or "?"), "hardware": str(hw.get("name") or "cpu"),
+                      "spec": str(spec.get("algorithm") or "?"), "choices": dict(choices),
+                      "sweep_id": f"{land.name}/round{run.get('round')}", "started": run.get("started"),
+                      "finished": run.get("finished") or f"round{int(run.get('round') or 0):04d}"},
+            "argv": list(run.get("argv") or []), "env": dict(run.get("env") or {}),
+            "cells": [c.to_dict() for c in cells], "config": config,
+        })
+        if doc.identity is None and run.get("greedy_identical") is not None:
+            doc.metrics.greedy_identical = run.get("greedy_identical")
+        out.append((f"{land.path}#{cid}/{wname}/round{run.get('round')}", doc))
+    return out

@@ -13,7 +13,6 @@ class TrialContext:
     job_num: int = 0
     overrides: tuple[str, ...] = field(default_factory=tuple)
     original_cwd: Path = field(default_factory=Path.cwd)  # where the user launched from
-    varying: tuple[str, ...] = field(default_factory=tuple)  # keys the sweep varies (the sweep's name)
     choices: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # config groups composed (names)
 
     @property
@@ -34,8 +33,6 @@ def hydra_context() -> TrialContext:
         hc = HydraConfig.get()
     except (ImportError, ValueError):
         return TrialContext(job_dir=Path.cwd())
-    from sweep.record.naming import varying_keys
-
     multirun = hc.mode == RunMode.MULTIRUN
     sweep_dir = Path(hc.sweep.dir) if multirun else None
     if sweep_dir is not None and not sweep_dir.is_absolute():
@@ -46,7 +43,6 @@ def hydra_context() -> TrialContext:
         job_num=int(getattr(hc.job, "num", 0) or 0) if multirun else 0,
         overrides=tuple(hc.overrides.task),
         original_cwd=Path(hc.runtime.cwd),
-        varying=varying_keys(sweep_dir),
         choices=tuple((str(k), str(v)) for k, v in (hc.runtime.choices or {}).items()
                       if v is not None and "/" not in str(k)),
     )

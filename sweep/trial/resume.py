@@ -4,8 +4,10 @@ Why: a ``-m`` grid stopped by Ctrl-C (or a dead box) used to start from
 scratch when rerun, restarting servers for configs it had measured. Hydra's
 basic sweeper gives each job the same directory on a rerun with the same
 ``hydra.sweep.dir`` (``<sweep_dir>/<job number>``), so the job finds its own
-earlier ``result.json`` there. It is reused when it measured the same thing:
-the same server fingerprint (the rendered command) and the same workload.
+earlier ``result.json`` there. It is reused when it is a copy of the same config
+(:func:`sweep.score.configs.config_id`: what runs and what is measured -- a port
+picked again on the rerun changes nothing) measured with the same workload
+settings (more requests per cell asked now: it runs again).
 
 * ``ok``: reused;
 * ``failed`` for a reason that repeats (``resume.deterministic_failures``,
@@ -35,7 +37,9 @@ def earlier(path: Path, fresh: TrialResult, settings: Results) -> Reuse | None:
         old = TrialResult.load(path)
     except (OSError, ValueError):
         return None
-    if old.fingerprint != fresh.fingerprint:
+    from sweep.score.configs import config_id
+
+    if (old.trial.config_id or config_id(old)) != (fresh.trial.config_id or config_id(fresh)):
         return None
     if old.config_section("workload") != fresh.config_section("workload"):
         return None

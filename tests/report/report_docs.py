@@ -43,7 +43,7 @@ def config(hardware: str, budget: int | None, topk: int | None, workload: str) -
     spec = _group("spec/none") if budget is None else _group("spec/ddtree") | {"budget": budget, "topk": topk}
     wl = _group("workload/seed") | (_group("workload/smoke") if workload == "smoke" else {"name": "seed", **MATRIX})
     return {"hardware": _group(f"hardware/{hardware}"), "spec": spec, "model": _group("model/kimi_k26"),
-            "server": {"name": "sim"}, "workload": wl,
+            "server": {"name": "sim", "sim": {"noise": 0.02}}, "workload": wl,
             "objective": {"metric": "tok_s_lowc", "context": 60, "concurrency": 1,
                           "constraints": {"coding_pass_rate_min": 1.0, "max_errors": 0, "ttft_ms_p99_max": None}}}
 
@@ -80,14 +80,17 @@ def _cell(hardware: str, budget: int | None, topk: int | None, ctx: int, conc: i
 
 def trial(sweep_dir: Path, job: int, hardware: str, budget: int | None, topk: int | None = 4, *,
           workload: str = "seed", status: str = "ok", reason: str | None = None, keep: int | None = None,
-          repeats: int = 1) -> Path:
-    """Write ``<sweep_dir>/<job>/result.json``; ``keep``: only that many cells (interrupted, pruned)."""
+          repeats: int = 1, scale: float = 1.0) -> Path:
+    """Write ``<sweep_dir>/<job>/result.json``; ``keep``: only that many cells (interrupted, pruned);
+    ``scale``: every cell's tok/s times this (another copy of the same config, measured again)."""
     cfg = config(hardware, budget, topk, workload)
     wl = cfg["workload"]
     name = f"{hardware}-none-{workload}" if budget is None else f"{hardware}-ddtree-b{budget}-t{topk}-w2048-{workload}"
     job_dir = sweep_dir / str(job)
     cells = [] if status == "failed" else [
         _cell(hardware, budget, topk, ctx, conc, repeats) for ctx in wl["contexts"] for conc in wl["concurrency"]]
+    for c in cells:
+        c.output_tok_s = c.output_tok_s * scale if c.output_tok_s is not None else None
     doc = TrialResult(
         status=status, simulated=True, fingerprint=f"{hash((hardware, budget, topk)) & 0xFFFFFFFF:016x}",
         trial=TrialInfo(name=name, hardware=hardware, spec="none" if budget is None else "ddtree",

@@ -1,35 +1,12 @@
-"""Run names that tell trials apart, sweep names, and the trial i/N line with its ETA."""
+"""Sweep names, and the trial i/N line with its ETA (trial names: tests/score/test_configs.py)."""
 
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
-import yaml
 
-from sweep.compose import cmdline
-from sweep.compose.config import from_omegaconf
-from sweep.record.naming import sweep_name, trial_name, varying_keys
+from sweep.record.naming import sweep_name
 from sweep.report.progress import SweepProgress, duration
-
-
-def _cfg(*overrides: str):  # noqa: ANN202
-    return from_omegaconf(cmdline.compose(list(overrides)))
-
-
-def test_trial_names_carry_the_workload_and_what_the_sweep_varies(tmp_path: Path) -> None:
-    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
-        "overrides": {"task": ["spec.budget=4,8", "workload.max_tokens=32,64", "workload=smoke",
-                               "server.port=31001"]},
-        "sweeper": {"params": {"spec.topk": "choice(2,4)"}}}}))
-    keys = varying_keys(tmp_path)
-    assert keys == ("spec.budget", "workload.max_tokens", "spec.topk")
-    job = ["spec.budget=8", "workload.max_tokens=32", "workload=smoke", "server.port=31001"]
-    cfg = _cfg(*job)
-    assert trial_name(cfg, keys, job) == "b300-ddtree-b8-t4-w2048-smoke-max_tokens=32"
-    assert trial_name(cfg) == "b300-ddtree-b8-t4-w2048-smoke"  # a single run: no sweep
-    assert trial_name(_cfg("spec=none", "workload=seed")) == "b300-none-seed"
-    assert varying_keys(tmp_path / "nowhere") == ()
 
 
 def test_sweep_names_say_what_is_swept_and_when() -> None:
