@@ -12,19 +12,26 @@ declares these places under ``server.acceptance`` (``request``, ``metrics``,
 ``log``) and the three readers here serve all of them, so a new engine or a
 renamed field is a YAML edit.
 
-Definitions (docs/ARCHITECTURE.md):
+Definitions (docs/ARCHITECTURE.md, "Accept length"): **accept length is the
+tokens one target verify step yields, the bonus token included** --
+``1 + accepted / verify steps``; the prefill's first token comes before any
+draft and is neither a verify step nor one of its tokens (SGLang's ``Decode
+batch ... accept len``, vLLM's and llama.cpp's "mean acceptance length" count
+the same way).
 
-* requests: ``accept_len = tokens / target verify steps``. Steps are read
-  (``verify_steps``) or, where only accepted draft tokens are reported, derived
-  as ``tokens - accepted``: every target step emits exactly one token of its
-  own besides the draft tokens it accepted (the prefill's first token counts as
-  a step). ``accept_rate = accepted / drafted``.
+* requests: ``accept_len = (tokens - 1) / verify steps`` per request, summed
+  over requests. Steps are read (``verify_steps``) or, where only accepted
+  draft tokens are reported, derived as ``tokens - 1 - accepted``: every verify
+  step emits exactly one token of its own besides the draft tokens it accepted.
+  ``accept_rate = accepted / drafted``.
 * metrics: counters are differences over the trial window (before/after),
   gauges the value at its end; without an ``accept_len`` gauge it is
   ``1 + accepted / drafts`` (per drafting step: llama.cpp's and vLLM's "mean
   acceptance length"), without an ``accept_rate`` gauge ``accepted / drafted``.
 * log: each declared field is averaged over the matching lines of the window,
-  fields listed under ``sum`` are summed.
+  the per-step fields listed under ``weighted`` weighted by the declared
+  ``weight`` field (SGLang's ``#running-req``: a line of a batch of 64 stands
+  for 64 verifies), fields listed under ``sum`` are summed.
 """
 
 from __future__ import annotations
@@ -60,10 +67,11 @@ class Counts:
     steps: int
     drafted: int | None = None
     accepted: int | None = None
+    requests: int = 1  # the prefill's first token of each is no verify step's
 
     @property
     def accept_len(self) -> float | None:
-        return accept_len_of(self.tokens, self.steps)
+        return accept_len_of(self.tokens - self.requests, self.steps)
 
     @property
     def accept_rate(self) -> float | None:
@@ -73,12 +81,12 @@ class Counts:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "verify_steps": self.steps, "drafted": self.drafted,
-                "accepted": self.accepted, "accept_len": self.accept_len,
+                "accepted": self.accepted, "requests": self.requests, "accept_len": self.accept_len,
                 "accept_rate": self.accept_rate}
 
 
 def accept_len_of(tokens: float, steps: float) -> float | None:
-    """Tokens per target verify step (the one rounding every reader uses)."""
+    """Tokens the verify steps yielded per verify step (the one rounding every reader uses)."""
     return round(tokens / steps, 4) if steps else None
 
 
@@ -127,9 +135,9 @@ class RequestReader:
             if accepted is not None and drafted is not None and accepted > drafted:
                 raise reported.BadReport(f"{path}.{self.accepted}", f"{accepted} accepted of {drafted} drafted")
             if steps is None and accepted is not None and tokens is not None:
-                if accepted > tokens:
+                if accepted > max(0, tokens - 1):
                     raise reported.BadReport(f"{path}.{self.accepted}", f"{accepted} accepted of {tokens} tokens")
-                steps = tokens - accepted
+                steps = tokens - 1 - accepted
             if tokens is None or not steps:
                 continue
             return Counts(tokens=tokens, steps=steps, drafted=drafted, accepted=accepted)
@@ -137,11 +145,12 @@ class RequestReader:
 
 
 def spec_sums(records: Iterable["RequestResult"]) -> tuple[int, int]:
-    """(tokens, verify steps) over successful records that carry spec counters."""
+    """(tokens the verify steps yielded, verify steps) over successful records that carry spec
+    counters: each request's tokens but its first (the prefill's)."""
     tokens = steps = 0
     for r in records:
         if r.ok and r.spec_verify_ct:
-            tokens += r.meta_completion_tokens or r.completion_tokens or 0
+            tokens += max(0, (r.meta_completion_tokens or r.completion_tokens or 0) - 1)
             steps += r.spec_verify_ct
     return tokens, steps
 
@@ -176,7 +185,8 @@ def _add(a: Counts, b: Counts) -> Counts:
         return None if x is None or y is None else x + y
 
     return Counts(tokens=a.tokens + b.tokens, steps=a.steps + b.steps,
-                  drafted=plus(a.drafted, b.drafted), accepted=plus(a.accepted, b.accepted))
+                  drafted=plus(a.drafted, b.drafted), accepted=plus(a.accepted, b.accepted),
+                  requests=a.requests + b.requests)
 
 
 # --------------------------------------------------------------------------- the log
@@ -200,6 +210,8 @@ class LogReader:
         self.line = re.compile(str(decl["line"])) if decl.get("line") else None
         self.fields = {str(k): re.compile(str(v)) for k, v in (decl.get("fields") or {}).items()}
         self.summed = frozenset(str(x) for x in decl.get("sum") or ())
+        self.weight = str(decl["weight"]) if decl.get("weight") else None
+        self.weighted = frozenset(str(x) for x in decl.get("weighted") or ())
         self.synthetic = re.compile(str(decl["synthetic"])) if decl.get("synthetic") else None
         # one line per finished request (llama.cpp's print_timings), written after its response
         self.per_request = bool(decl.get("per_request"))
@@ -208,7 +220,7 @@ class LogReader:
         """``{field: mean (or sum), ..., samples}``; None when no line carried a field."""
         if self.line is None or not self.fields:
             return None
-        values: dict[str, list[float]] = {k: [] for k in self.fields}
+        values: dict[str, list[tuple[float, float]]] = {k: [] for k in self.fields}
         samples = 0
         for line in text.splitlines():
             m = self.line.search(line)
@@ -216,12 +228,14 @@ class LogReader:
                 continue
             rest = line[m.start():]
             got = {k: _num(p.search(rest)) for k, p in self.fields.items()}
-            if all(v is None for v in got.values()):
+            if all(v is None for k, v in got.items() if k != self.weight):
                 continue  # a truncated or unrelated line
             samples += 1
+            w = got.get(self.weight) if self.weight else None
+            w = w if w is not None and w > 0 else 1.0
             for k, v in got.items():
                 if v is not None:
-                    values[k].append(v)
+                    values[k].append((v, w))
         if not samples:
             return None
         out: dict[str, Any] = {}
@@ -229,10 +243,14 @@ class LogReader:
             if not xs:
                 out[k] = None
             elif k in self.summed:
-                total = float(sum(xs))
+                total = float(sum(v for v, _ in xs))
                 out[k] = int(total) if total.is_integer() else round(total, 4)
+            elif k == self.weight:
+                continue  # only a weight
+            elif k in self.weighted:
+                out[k] = round(sum(v * w for v, w in xs) / sum(w for _, w in xs), 4)
             else:
-                out[k] = round(sum(xs) / len(xs), 4)
+                out[k] = round(sum(v for v, _ in xs) / len(xs), 4)
         out["samples"] = samples
         return out
 

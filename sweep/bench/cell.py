@@ -29,8 +29,10 @@ Definitions (per cell, over the measured phase only):
   request (e2e - ttft) / (completion_tokens - 1).
 * ``prompt_tokens_mean``: the mean ``usage.prompt_tokens`` the server
   reported for the cell's measured requests (the context actually sent).
-* ``accept_len``: sum(completion_tokens) / sum(spec_verify_ct) over
-  successful requests carrying spec counters (None without them).
+* ``accept_len``: sum(completion_tokens - 1) / sum(spec_verify_ct) over
+  successful requests carrying spec counters (None without them): tokens per
+  verify step, the bonus token included, the prefill's first token not
+  (:mod:`sweep.bench.acceptance`).
 * ``errors`` / ``error_kinds``: failed requests, counted and shown.
 * ``slo_attainment``, ``goodput_req_s``, ``goodput_tok_s``: the cell judged
   against ``objective.slo`` (:mod:`sweep.slo`; None without one);
@@ -89,7 +91,7 @@ class CellResult:
     prompt_tokens_mean: float | None
     duration_s: float
     accept_rate: float | None = None   # accepted / drafted draft tokens (/metrics around the window)
-    spec_tokens: int = 0          # numerator of accept_len (for trial-level sums)
+    spec_tokens: int = 0          # numerator of accept_len: tokens the verify steps yielded
     spec_verify_ct: int = 0       # denominator of accept_len
     cache: str | None = None      # what the prefix cache held when the window opened (matrix.CACHE_STATES)
     load_avg: float | None = None  # the machine's 1-minute load average when the cell ended

@@ -21,7 +21,8 @@ Why this shape:
   (``continuous_usage_stats``) when the server sends it, else the request's
   tokens after the first are split evenly over its events.
 * SGLang's speculative counters (``meta_info`` / ``sglext``) give
-  ``spec_verify_ct``, so accept length = completion_tokens / spec_verify_ct.
+  ``spec_verify_ct``, so accept length = (completion_tokens - 1) / spec_verify_ct
+  (sweep/bench/acceptance.py: per verify step, the prefill's first token out).
 * Every way a request can go wrong (unreachable, 4xx/5xx, a body that is not
   JSON, a malformed SSE event, a disconnect mid-stream, a timeout) becomes an
   error *kind* on the record, never an exception: failed requests must be

@@ -77,12 +77,16 @@ def requests_at(workload: Workload, concurrency: int, rate: float | None = None)
 
 
 def matrix_points(workload: Workload) -> list[LoadPoint]:
-    """The fixed matrix: contexts outer, concurrencies inner, as the workload lists them; Poisson
-    at ``workload.request_rate`` (capped at each concurrency) when it is set."""
+    """The fixed matrix: contexts outer, concurrencies inner, as the workload lists them (only
+    ``workload.cells`` when given); Poisson at ``workload.request_rate`` (capped at each concurrency)
+    when it is set."""
     rate = workload.request_rate
+    cells = getattr(workload, "cells", None)
+    only = set(cells) if cells else None
     return [LoadPoint(context=int(ctx), concurrency=int(conc), requests=workload.requests_for(int(conc)),
                       rate=rate)
-            for ctx in workload.contexts for conc in workload.concurrency]
+            for ctx in workload.contexts for conc in workload.concurrency
+            if only is None or (int(ctx), int(conc)) in only]
 
 
 class MatrixPlan:

@@ -121,11 +121,12 @@ class RequestResult:
 
     @property
     def accept_len(self) -> float | None:
-        """completion_tokens / spec_verify_ct from meta_info (None without spec)."""
+        """(completion_tokens - 1) / spec_verify_ct: tokens per verify step, the bonus token in, the
+        prefill's first token out (sweep/bench/acceptance.py); None without spec."""
         if not self.spec_verify_ct:
             return None
         n = self.meta_completion_tokens or self.completion_tokens
-        return n / self.spec_verify_ct if n else None
+        return (n - 1) / self.spec_verify_ct if n else None
 
     def fail(self, kind: str, detail: str | None = None) -> "RequestResult":
         self.ok = False

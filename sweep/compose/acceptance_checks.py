@@ -14,7 +14,7 @@ from sweep.errors import ConfigError
 
 REQUEST_KEYS = ("paths", "tokens", "verify_steps", "drafted", "accepted")
 METRIC_KEYS = ("counters", "gauges", "per_position")
-LOG_KEYS = ("line", "fields", "sum", "synthetic", "per_request")
+LOG_KEYS = ("line", "fields", "sum", "synthetic", "per_request", "weight", "weighted", "definition")
 
 
 def check_declaration(node: Mapping[str, Any], p: str = "server.acceptance") -> None:
@@ -43,6 +43,10 @@ def check_declaration(node: Mapping[str, Any], p: str = "server.acceptance") -> 
             raise ConfigError(f"{p}.log.{key}", f"is not a valid regular expression: {exc}") from None
         if key.startswith("fields.") and "v" not in compiled.groupindex:
             raise ConfigError(f"{p}.log.{key}", "must capture the number as (?P<v>...)")
+    weight = log.get("weight")
+    if weight is not None and weight not in (log.get("fields") or {}):
+        raise ConfigError(f"{p}.log.weight", f"must name one of the log fields "
+                          f"({', '.join(sorted(log.get('fields') or {}))}), got {weight!r}")
 
 
 def checked_declaration(node: Any, p: str = "server.acceptance") -> dict[str, Any]:

@@ -390,6 +390,13 @@ def _as_words(key: str, value: Any, rule: Rule) -> tuple[str, ...]:
     return _list_of(_as_text, "strings")(key, value.split() if isinstance(value, str) else value, rule)
 
 
+def _as_cell(key: str, value: Any, rule: Rule) -> tuple[int, int]:
+    """A [context, concurrency] pair (``workload.cells``)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(key, f"must be a [context, concurrency] pair, got {value!r}")
+    return (int(_as_int(f"{key}[0]", value[0], rule)), int(_as_int(f"{key}[1]", value[1], rule)))
+
+
 def _as_ints(key: str, value: Any, rule: Rule) -> tuple[int, ...]:
     items = _list_of(_as_int, "integers")(key, value, rule)
     if not items:
@@ -440,6 +447,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "slurm_constraint": _matching(_CONSTRAINT, "SLURM node features (letters, digits, & | , [ ] ( ) * :)"),
     "sbatch_args": _list_of(_as_sbatch_arg, "sbatch options"),
     "lines": _list_of(_as_text, "lines"),
+    "cells": _list_of(_as_cell, "[context, concurrency] pairs", scalar_ok=False),
 }
 
 

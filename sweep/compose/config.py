@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from sweep.compose import bench_checks as _bench_checks
 from sweep.compose import bounds
@@ -147,6 +147,8 @@ class Workload:
     # the greedy-identity pass: {prompts, max_tokens, context} (sweep/bench/identity.py); prompts 0: off
     identity: Mapping[str, Any] = field(default_factory=dict)
     endpoint: str | None = None              # completions | chat; None: the server's (server.endpoint)
+    # only these (context, concurrency) cells of the matrix run (None: all; sweep/decide.py)
+    cells: tuple[tuple[int, int], ...] | None = None
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -291,7 +293,25 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         prompt_source=prompt_source, dataset_path=dataset_path, seed=seed,
         repeats=_v(node, p, "repeats", 1), max_load=_bench_checks.max_load(node, contexts),
         identity=_identity(node, contexts, model_ctx), endpoint=own,
+        cells=_cells(node, contexts, conc),
     )
+
+
+def _cells(node: Mapping[str, Any], contexts: Sequence[int], concurrency: Sequence[int]
+           ) -> tuple[tuple[int, int], ...] | None:
+    """``workload.cells``: [context, concurrency] pairs of the matrix (a pair outside it: one line)."""
+    raw = _v(node, "workload", "cells")
+    if raw is None:
+        return None
+    if not raw:
+        raise ConfigError("workload.cells", "must name at least one [context, concurrency] cell (null: all)")
+    out = []
+    for i, pair in enumerate(raw):
+        if pair[0] not in contexts or pair[1] not in concurrency:
+            raise ConfigError(f"workload.cells[{i}]", f"{list(pair)} is not a cell of the matrix "
+                              f"(contexts {list(contexts)} x concurrency {list(concurrency)})")
+        out.append((int(pair[0]), int(pair[1])))
+    return tuple(out)
 
 
 def _identity(node: Mapping[str, Any], contexts: tuple[int, ...], model_ctx: int) -> dict[str, Any]:

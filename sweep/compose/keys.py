@@ -278,6 +278,7 @@ RULES: dict[str, Rule] = {
     "workload.contexts": Rule("ints", 1, MAX_CONTEXT, required=True, what="prompt tokens"),
     "workload.concurrency": Rule("ints", 1, MAX_CONCURRENCY, required=True, what="in-flight requests"),
     "workload.max_tokens": _int(1, MAX_CONTEXT, "new tokens per request", required=True),
+    "workload.cells": Rule("cells", 1, MAX_CONTEXT, what="[context, concurrency] pairs of the matrix"),
     "workload.requests_per_cell": _int(1, MAX_REQUESTS, "requests"),
     "workload.min_requests": _int(1, MAX_REQUESTS, "requests"),
     "workload.warmup_requests": _int(0, MAX_REQUESTS, "requests"),

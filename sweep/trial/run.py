@@ -84,14 +84,16 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     readers = acceptance.Readers.of(cfg.server.acceptance)
     wl, base_url, key = cfg.workload, handle.base_url, cfg.server.api_key
     identity.run_pass(cfg, doc, path, base_url)  # before the window: in no throughput or acceptance figure
-    mark = launcher.log_mark()
-    before = _metrics(cfg, readers, base_url)
     model_name = cfg.model.served_name
     coding = None
     if wl.coding != "off":
         coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
         doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)
+    # the server's own acceptance (log lines, /metrics) over the matrix only, the window the
+    # requests' figure covers (the coding eval's answers accept differently)
+    mark = launcher.log_mark()
+    before = _metrics(cfg, readers, base_url)
     cells: list[Any] = []
 
     def on_cell(measured: Any) -> None:

@@ -53,9 +53,11 @@ def _streamed(events: list[dict]) -> RequestResult:
 def test_llama_cpp_timings_on_the_last_chunk():
     rec = _streamed(LLAMA_TAIL)
     got = RequestReader(LLAMA["request"]).read(rec.extras, rec.completion_tokens)
-    # 32 tokens, 20 of them accepted draft tokens: 12 target steps (prefill's token included)
-    assert (got.tokens, got.steps, got.drafted, got.accepted) == (32, 12, 36, 20)
-    assert got.accept_len == pytest.approx(32 / 12, abs=1e-4) and got.accept_rate == pytest.approx(20 / 36, abs=1e-4)
+    # 32 tokens, 20 of them accepted draft tokens: the prefill's first token, then 11 verify steps
+    # that each yield one token of their own (the bonus) besides what they accepted
+    assert (got.tokens, got.steps, got.drafted, got.accepted) == (32, 11, 36, 20)
+    assert got.accept_len == pytest.approx(1 + 20 / 11, abs=1e-4) == pytest.approx(31 / 11, abs=1e-4)
+    assert got.accept_rate == pytest.approx(20 / 36, abs=1e-4)
     # without speculation llama.cpp omits draft_n: no acceptance, not a 1.0
     plain = [dict(e) for e in LLAMA_TAIL]
     plain[-1] = {**plain[-1], "timings": {k: v for k, v in plain[-1]["timings"].items() if not k.startswith("draft")}}
@@ -68,9 +70,10 @@ def test_apply_refreshes_cell_accept_len():
     cell = aggregate(64, 1, recs, 2.0)
     assert cell.accept_len is None  # the client alone knows nothing of timings
     total = apply([cell], RequestReader(LLAMA["request"]))
-    assert total.tokens == 64 and total.steps == 24 and total.drafted == 72 and total.accepted == 40
-    assert cell.accept_len == pytest.approx(64 / 24, abs=1e-4)
-    assert (cell.spec_tokens, cell.spec_verify_ct) == (64, 24)
+    assert total.tokens == 64 and total.steps == 22 and total.drafted == 72 and total.accepted == 40
+    assert total.requests == 2 and total.accept_len == pytest.approx(62 / 22, abs=1e-4)
+    assert cell.accept_len == pytest.approx(62 / 22, abs=1e-4)
+    assert (cell.spec_tokens, cell.spec_verify_ct) == (62, 22)
 
 
 LLAMA_LOG = """\

@@ -18,7 +18,9 @@ OLD = ("[2025-01-02 10:00:00 TP0] Decode batch. #running-req: 1, #token: 81, tok
 
 def test_log_parsing_both_forms():
     got = accept_from_log("\n".join([NEW, "Prefill batch. #new-seq: 1", OLD, "garbage"]))
-    assert got == {"accept_len": 4.5, "accept_rate": 0.85, "gen_throughput": 485.35, "samples": 2}
+    # a line is a window's mean over its batch: weighted by #running-req (8 and 1), per verify step
+    assert got == {"accept_len": pytest.approx((4.40 * 8 + 4.60) / 9, abs=1e-4), "accept_rate": 0.85,
+                   "gen_throughput": 485.35, "samples": 2}
     assert accept_from_log("no decode lines here\n") is None
     nospec = accept_from_log("Decode batch. #running-req: 1, gen throughput (token/s): 50.0")
     assert nospec == {"accept_len": None, "accept_rate": None, "gen_throughput": 50.0, "samples": 1}

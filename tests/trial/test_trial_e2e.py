@@ -195,3 +195,21 @@ def test_ctrl_c_writes_interrupted_and_stops_the_server(tmp_path: Path) -> None:
     while sim_pids(port) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert sim_pids(port) == []
+
+
+def test_one_accept_length_the_client_and_the_server_log_agree(tmp_path: Path) -> None:
+    """Accept length is tokens per verify step, the bonus token in and the prefill's first token out,
+    over the matrix's window: the client's figure (from each request's counters) and the server's own
+    log line (SGLang's ``Decode batch ... accept len``, batches weighted by their size) measure the
+    same thing, so they agree -- at several loads, and with the coding eval (whose answers accept
+    otherwise) outside the window. The simulator's log is the SGLang format; the twin did not tune it."""
+    port = free_port()
+    out = sweep(tmp_path, *FAST, f"server.port={port}", "workload.concurrency=[1,8]",
+                "workload.max_tokens=128", "server.decode_log_interval=5", "server.sim.time_scale=0.3")
+    assert out.returncode == 0, out.stderr[-2000:]
+    [doc] = results(tmp_path)
+    acc = doc["accept_len"]
+    assert acc["requests"] is not None and acc["log"] is not None and acc["log_samples"] >= 3
+    assert acc["log"] == pytest.approx(acc["requests"], rel=0.04), acc
+    printed = out.stdout + out.stderr
+    assert "tokens per verify step" in printed and "server log" in printed
