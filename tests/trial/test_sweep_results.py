@@ -135,8 +135,9 @@ def test_a_grid_stopped_by_ctrl_c_resumes(tmp_path: Path) -> None:
     assert after[0] == before[0] and after[1] == before[1]  # not run again: the same files
     assert after[2]["status"] == "ok" and after[2]["trial"]["started"] != before[2]["trial"]["started"]
     out = again.stderr
-    assert "job 0 b300-ddtree-b4-t4-w2048-smoke: skipped, complete (ok)" in out.replace("\n", " ")
-    assert "job 1 b300-ddtree-b16-t4-w2048-smoke: skipped, failed with cuda_graph" in out.replace("\n", " ")
+    # (the name shows what the grid changed from workload=smoke: 1024 new tokens)
+    assert "job 0 b300-ddtree-b4-t4-w2048-smoke-mt1024: skipped, complete (ok)" in out.replace("\n", " ")
+    assert "job 1 b300-ddtree-b16-t4-w2048-smoke-mt1024: skipped, failed with cuda_graph" in out.replace("\n", " ")
     assert out.count("throughput matrix") == 1  # one trial ran
     # the skipped jobs still count in the sweep's table and report
     assert "3 trials in 1 group(s)" in " ".join(out.split()) and (sweep_dir / "report.html").is_file()
@@ -163,11 +164,12 @@ def test_report_on_seed_and_smoke_trials_groups_them_and_speedups_match_the_tria
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no spec=none baseline yet" in out.stderr  # the trials say so themselves
     docs = {d["trial"]["name"]: d for d in results(tmp_path)}
-    assert set(docs) == {"b300-none-seed", "b300-ddtree-b8-t4-w2048-seed",
-                         *(f"b300-ddtree-b{b}-t4-w2048-smoke-max_tokens={t}" for b in (4, 8) for t in (32, 48))}
-    ddtree = docs["b300-ddtree-b8-t4-w2048-seed"]
+    seed_part = "seed-ctx60-c1.2-mt64"  # what the command changed from workload=seed, in every name
+    assert set(docs) == {f"b300-none-{seed_part}", f"b300-ddtree-b8-t4-w2048-{seed_part}",
+                         *(f"b300-ddtree-b{b}-t4-w2048-smoke-mt{t}" for b in (4, 8) for t in (32, 48))}
+    ddtree = docs[f"b300-ddtree-b8-t4-w2048-{seed_part}"]
     assert ddtree["speedup_vs_baseline"] is not None and ddtree["baseline"]["headline_concurrency"] == 1
-    smoke = [d for name, d in docs.items() if name.endswith(("=32", "=48"))]
+    smoke = [d for name, d in docs.items() if name.endswith(("mt32", "mt48"))]
     assert all(d["speedup_vs_baseline"] is None and d["metrics"]["headline_concurrency"] == 2
                and d["metrics"]["tok_s_c1"] is None for d in smoke)
 
@@ -175,10 +177,10 @@ def test_report_on_seed_and_smoke_trials_groups_them_and_speedups_match_the_tria
     groups = json.loads(capsys.readouterr().out)["groups"]
     assert len(groups) == 3  # seed; smoke with 32 and with 48 new tokens: never ranked together
     by_trial = {r["trial"]: (g, r) for g in groups for r in g["rows"]}
-    g, row = by_trial["b300-ddtree-b8-t4-w2048-seed"]
-    assert {r["trial"] for r in g["rows"]} == {"b300-none-seed", "b300-ddtree-b8-t4-w2048-seed"}
+    g, row = by_trial[f"b300-ddtree-b8-t4-w2048-{seed_part}"]
+    assert {r["trial"] for r in g["rows"]} == {f"b300-none-{seed_part}", f"b300-ddtree-b8-t4-w2048-{seed_part}"}
     assert row["speedup_vs_baseline"] == pytest.approx(ddtree["speedup_vs_baseline"])
-    assert row["speedup_baseline"] == "b300-none-seed" and g["headline"] == "tok/s c1"
+    assert row["speedup_baseline"] == f"b300-none-{seed_part}" and g["headline"] == "tok/s c1"
     for name in (n for n in docs if n.endswith(("=32", "=48"))):
         g, row = by_trial[name]
         assert row["speedup_vs_baseline"] is None and g["headline"] == "tok/s c2" and len(g["rows"]) == 2
