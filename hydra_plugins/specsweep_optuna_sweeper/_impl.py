@@ -374,7 +374,8 @@ class OptunaSweeperImpl:
             groups=dict(self.config.hydra.runtime.choices or {}),
             config_name=str(self.config.hydra.job.config_name or "config"),
             contour=s.plots.get("contour"), make_plots=bool(s.plots.get("enabled", True)),
-            executed=pool_run.executed() if pool_run is not None else loop.executed)
+            executed=pool_run.executed() if pool_run is not None else loop.executed,
+            spread=_spread(self.config))
         resume = "the same command"
         if s.storage is None or (hosts and s.storage == _pool.default_storage(sweep_dir)):
             resume += f" hydra.sweep.dir={sweep_dir}"
@@ -459,6 +460,22 @@ class OptunaSweeperImpl:
             lock.close()
         print(f"worker {label}: done, {loop.executed} job(s) run")
         return None
+
+
+def _spread(config: Any) -> float | None:
+    """The box's run-to-run spread for the verdict on configs measured once (sweep/score/noise.py)."""
+    from sweep.record.result import TrialResult
+    from sweep.score.noise import spread_of
+
+    try:
+        node = OmegaConf.to_container(config, resolve=True)
+    except Exception:  # noqa: BLE001 - no spread: single measurements stay "noise unknown"
+        return None
+    if not isinstance(node, dict):
+        return None
+    server = node["server"] if isinstance(node.get("server"), dict) else {}
+    return spread_of(TrialResult(simulated=bool(server.get("simulated")),
+                                 config={str(k): v for k, v in node.items() if k != "hydra"}))
 
 
 def _identify(rules: _rules.Rules) -> Any:

@@ -133,27 +133,42 @@ def shown_overrides(t: FrozenTrial, space: SearchSpace) -> tuple[list[str], list
     return shown, left_out
 
 
-def ties(study: optuna.Study, best: FrozenTrial) -> Any:
-    """``sweep.score.noise.Ties`` of the best feasible trial (None: several objectives)."""
+def ties(study: optuna.Study, best: FrozenTrial, spread: float | None = None) -> Any:
+    """``sweep.score.noise.Ties`` of the best feasible trial (None: several objectives).
+
+    Trials of one config (the same ``config_id``: a repeat that ran again) are one candidate,
+    their values its measurements (mean, and the 95% interval over them); a config measured
+    once gets the interval the box's ``spread`` gives it (sweep/score/noise.py)."""
     from sweep.score.noise import Candidate, Ties, tied_within_noise
+    from sweep.stats import interval
 
     if len(study.directions) != 1 or not best.values:
         return None
-    cands = []
+    by_config: dict[Any, list[FrozenTrial]] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         if "duplicate_of" in t.user_attrs or not t.values or any(v > 0 for v in t.constraints.values()):
             continue
-        ci = t.user_attrs.get("objective_ci")
-        cands.append(Candidate(t.number, float(t.values[0]),
-                               (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None))
-    found = tied_within_noise(cands, study.directions[0].name.lower())
+        by_config.setdefault(t.user_attrs.get("config_id") or ("trial", t.number), []).append(t)
+    cands = []
+    for copies in by_config.values():
+        key = best.number if any(c.number == best.number for c in copies) else copies[0].number
+        values = [float(c.values[0]) for c in copies]
+        if len(copies) > 1:
+            ci = interval(values)
+            cands.append(Candidate(key, sum(values) / len(values), ci, n=len(values)))
+            continue
+        own = copies[0].user_attrs.get("objective_ci")
+        cands.append(Candidate(key, values[0],
+                               (float(own[0]), float(own[1])) if isinstance(own, list) and len(own) == 2 else None))
+    found = tied_within_noise(cands, study.directions[0].name.lower(), spread=spread)
     if found is None:
         return None
-    if found.best.key != best.number:  # equal values: Optuna's pick leads
-        me = next((c for c in cands if c.key == best.number), found.best)
+    if found.best.key != best.number:  # equal values (or pooled copies): Optuna's pick leads
+        me = next((c for c in found.tied if c.key == best.number), None) or next(
+            (c for c in cands if c.key == best.number), found.best)
         others = [c for c in [found.best, *found.tied] if c.key != best.number]
         found = Ties(best=me, tied=[c for c in others if c.high >= me.low and c.low <= me.high],
-                     noise_known=me.ci is not None)
+                     noise_known=me.ci is not None, basis=found.basis, others=found.others)
     return found
 
 
@@ -259,8 +274,13 @@ def _values_line(t: FrozenTrial, names: Sequence[str]) -> str:
 
 def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_shown: str,
            metric_names: Sequence[str], groups: Mapping[str, Any], config_name: str,
-           contour: Sequence[str] | None, make_plots: bool, executed: int) -> FrozenTrial | None:
-    """Print the outcome and write best.yaml, pareto.yaml, optimization_results.yaml, plots/."""
+           contour: Sequence[str] | None, make_plots: bool, executed: int,
+           spread: float | None = None) -> FrozenTrial | None:
+    """Print the outcome and write best.yaml, pareto.yaml, optimization_results.yaml, plots/.
+
+    ``spread``: the box's run-to-run spread (sweep/score/noise.py ``spread_of``) that judges configs
+    measured once. A leader that does not beat a runner-up beyond noise is not called best: the files
+    say "leader (undecided)" and name the configs it ties with."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
     trials = study.get_trials(deepcopy=False)
     by_state: dict[str, int] = {}
@@ -279,8 +299,10 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
     if best is None:
         print("no feasible trial yet: nothing is reported as best")
     else:
-        noise = ties(study, best)
-        header = [f"Best feasible trial {best.number} of Optuna study '{study.study_name}': "
+        noise = ties(study, best, spread)
+        decided = noise is None or noise.decided or not noise.others
+        what = "Best feasible trial" if decided else "Leader (undecided, no best yet): trial"
+        header = [f"{what} {best.number} of Optuna study '{study.study_name}': "
                   f"{_values_line(best, metric_names)}",
                   *([f"noise: {noise.line(lambda n: f'trial {n}')}"] if noise is not None else []),
                   f"storage: {storage_shown}",
@@ -295,8 +317,8 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
                           + " ".join(shlex.quote(o) for o in overrides_of(t, space)) for t in front)
         best_path = sweep_dir / "best.yaml"
         best_path.write_text(secrets.mask_text(best_yaml(best, space, groups, config_name, header)))
-        label = "best feasible" if len(study.directions) == 1 else \
-            f"best feasible by {metric_names[0]} on the Pareto front"
+        label = ("best feasible" if decided else "leader, undecided (no best yet)") \
+            if len(study.directions) == 1 else f"best feasible by {metric_names[0]} on the Pareto front"
         print(f"{label}: trial {best.number}: {_values_line(best, metric_names)}")
         print("  params: " + " ".join(f"{k}={format_value(v)}" for k, v in best.params.items()))
         if best.user_attrs.get("workaround"):
@@ -307,9 +329,12 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             band = f" [95% interval {ci[0]:,.1f} - {ci[1]:,.1f}]" if ci else ""
             print(f"  noise{band}: {noise.line(lambda n: f'trial {n}')}")
             results["tied_within_noise"] = [c.key for c in noise.tied]
+            results["verdict"] = noise.state if noise.others else "decided"
+            if not decided:
+                print(f"  to decide: python -m sweep.decide --dir {sweep_dir} (measures again only these configs)")
         vals = best.user_attrs.get("values")
         if isinstance(vals, Mapping) and vals.get("speedup_vs_baseline") is not None:
-            print(f"  speedup vs the autoregressive baseline: {vals['speedup_vs_baseline']}")
+            print(f"  speedup vs the autoregressive baseline: {float(vals['speedup_vs_baseline']):.2f}x")
         if best.user_attrs.get("mlflow_run_id"):
             print(f"  mlflow run: {best.user_attrs['mlflow_run_id']}")
         if command:
