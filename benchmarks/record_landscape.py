@@ -157,7 +157,8 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
         return found
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "load_avg").write_text(f"{os.getloadavg()[0]:.2f}\n")  # how busy the shared box was
-    common = [*overrides, f"server.port={_free_port()}", "mlflow.enabled=false", "baseline.auto_run=false"]
+    common = [*overrides, f"server.port={_free_port()}", "mlflow.enabled=false", "baseline.auto_run=false",
+              f"results.search_dirs=[{run_dir.parent.parent}]"]  # the rounds' baselines: speedup, identity
     if len(workloads) > 1:
         cmd = [sys.executable, "-m", "sweep", "-m", *common, f"workload={','.join(workloads)}",
                f"hydra.sweep.dir={run_dir}"]
@@ -190,7 +191,7 @@ def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[st
         cells.append(cell)
     failure = doc.get("failure") if doc.get("status") != "ok" else None
     trial = doc.get("trial") or {}
-    ident = doc.get("identity") or {}
+    ident = {**(doc.get("identity") or {}), **(doc.get("_identity") or {})}
     return {"config": cid, "workload": workload, "round": rnd, "status": doc.get("status"),
             "name": trial.get("name"), "config_id": trial.get("config_id"), "choices": trial.get("choices"),
             "failure": None if failure is None else {"reason": failure.get("reason"),
@@ -224,6 +225,7 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
     }
     for name, wl in workloads.items():
         out["workloads"][name] = wl
+    _greedy_identity(configs, runs)
     for cid, overrides in configs:
         docs = runs.get(cid) or []
         ok = [d for d in docs if d.get("status") == "ok"]
@@ -247,7 +249,8 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
                 "startup_s": [((d.get("server") or {}).get("startup_s")) for d in mine_ok],
                 "load_avg": [d.get("_load_avg") for d in mine],  # 1-minute load average when each round started
                 "accept": _accept_summary(acc),
-                "greedy_identical": _mean([(d.get("identity") or {}).get("greedy_identical") for d in mine_ok]),
+                "greedy_identical": _mean([{**(d.get("identity") or {}), **(d.get("_identity") or {})}
+                                           .get("greedy_identical") for d in mine_ok]),
                 "coding_pass_rate": None, "result_json": None,
             })
             out["runs"] += [run_entry(cid, wname, int(d.get("_round") or 0), d) for d in mine]
@@ -258,6 +261,28 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
             for (_ctx, _conc), cells in sorted(by_cell.items()):
                 out["points"].append({"config": cid, "workload": wname, **merge_runs(cells)})
     return round_floats(_masked(out))
+
+
+def _greedy_identity(configs: list[tuple[str, list[str]]], runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Each round's greedy answers compared with the baseline's (the same prompts, prompt by prompt:
+    sweep/score/identity.py) where the trial itself found no baseline to compare with (its
+    ``results.search_dirs`` did not reach the recording's work dir); kept as ``_identity``."""
+    from sweep.score.identity import compare
+
+    base_ids = [cid for cid, over in configs if "spec=none" in over]
+    baseline: dict[str, list[dict[str, Any]]] = {}
+    for cid in base_ids:
+        for d in runs.get(cid) or []:
+            answers = (d.get("identity") or {}).get("answers")
+            if d.get("status") == "ok" and answers and d.get("_workload") not in baseline:
+                baseline[str(d.get("_workload"))] = answers
+    for docs in runs.values():
+        for d in docs:
+            ident = d.get("identity") or {}
+            ref = baseline.get(str(d.get("_workload")))
+            if d.get("status") == "ok" and ident.get("answers") and ref and ident.get("greedy_identical") is None:
+                got = compare(ident["answers"], ref)
+                d["_identity"] = {k: got.get(k) for k in ("greedy_identical", "prefix_match", "compared")}
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -302,8 +327,13 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/specsweep-landscape"))
     p.add_argument("--trial-timeout", type=float, default=3600.0)
+    p.add_argument("--summary", type=Path, default=None,
+                   help="print a recorded landscape's tables (tok/s with intervals, speedups), run nothing")
     p.add_argument("extra", nargs="*", help="more overrides for every trial")
     args = p.parse_args()
+    if args.summary is not None:
+        print("\n".join(summary(args.summary)))
+        return 0
     if args.rounds < 1:
         print("error: --rounds: must be >= 1", file=sys.stderr)
         return 2
@@ -352,11 +382,11 @@ def main() -> int:
                 doc["_load_avg"], doc["_round"], doc["_workload"] = load_avg, rnd, wname
                 runs.setdefault(cid, []).append(doc)
             done += 1
-            summary = "; ".join(f"{w}: {(d or {}).get('status', 'no result')} tok/s "
+            said = "; ".join(f"{w}: {(d or {}).get('status', 'no result')} tok/s "
                                 f"{[round(c.get('output_tok_s') or 0, 1) for c in (d or {}).get('cells') or []]}"
                                 for w, d in docs.items())
             eta = (time.time() - t0) / done * (total - done)
-            print(f"[{done}/{total}] round {rnd} {cid}: {summary} (eta {eta / 60:.0f} min)", flush=True)
+            print(f"[{done}/{total}] round {rnd} {cid}: {said} (eta {eta / 60:.0f} min)", flush=True)
             land = assemble(args.engine, spec, configs, runs, composed_wl, machine, command)
             land["duration_min"] = round((time.time() - t0) / 60, 1)
             tmp = out.with_suffix(".tmp")
@@ -364,6 +394,67 @@ def main() -> int:
             tmp.replace(out)
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
     return 0
+
+
+
+# ------------------------------------------------------------------------------------------ the tables
+
+
+def summary(path: Path) -> list[str]:
+    """A recorded landscape as Markdown: per workload and load, every config's tok/s with its 95%
+    interval over the rounds (its copies pooled: sweep/score/configs.py), its accept length, its
+    speedup over the autoregressive baseline with an interval, greedy identity; then the box's
+    measured spread (the median relative SD of one round's tok/s), what ``hardware.spread`` takes."""
+    import statistics
+
+    from sweep.score.configs import pool
+    from sweep.score.metrics import metrics
+    from sweep.sim import landscape
+
+    land = landscape.load(path)
+    docs = landscape.trial_docs(land)
+    for _, d in docs:
+        d.metrics = metrics(d)
+    pooled = pool([d for _, d in docs], [s for s, _ in docs])
+    lines: list[str] = []
+    cvs: list[float] = []
+    for wname in land.doc.get("workloads") or {}:
+        rows = [p for p in pooled if p.doc is not None and p.doc.ok
+                and p.doc.config_section("workload").get("name") == wname]
+        base = next((p for p in rows if p.doc is not None and p.doc.spec_value("algorithm") == "none"), None)
+        lines += [f"**{wname}**", "", "| config | C | n | tok/s [95%] | accept len | x spec=none [95%] | "
+                  "greedy same |", "|---|---:|---:|---:|---:|---:|---:|"]
+        loads = sorted({c.concurrency for p in rows if p.doc for c in p.doc.cells})
+        for conc in loads:
+            ref = next((c for c in base.doc.cells if c.concurrency == conc), None) if base and base.doc else None
+            for p in rows:
+                assert p.doc is not None
+                cell = next((c for c in p.doc.cells if c.concurrency == conc), None)
+                if cell is None or cell.output_tok_s is None:
+                    continue
+                runs = cell.output_tok_s_runs or [cell.output_tok_s]
+                if len(runs) > 1 and statistics.fmean(runs) > 0:
+                    cvs.append(statistics.stdev(runs) / statistics.fmean(runs))
+                ci = cell.output_tok_s_ci
+                tok = f"{cell.output_tok_s:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+                ratio = "-"
+                if ref is not None and ref.output_tok_s:
+                    r = cell.output_tok_s / ref.output_tok_s
+                    rel = 0.0
+                    for c in (cell, ref):
+                        if c.output_tok_s_ci and c.output_tok_s:
+                            rel += ((c.output_tok_s_ci[1] - c.output_tok_s_ci[0]) / 2 / c.output_tok_s) ** 2
+                    ratio = f"{r:.2f}x" + (f" [{r * (1 - rel ** 0.5):.2f}, {r * (1 + rel ** 0.5):.2f}]"
+                                           if rel and p is not base else "")
+                same = p.doc.metrics.greedy_identical
+                acc = "-" if cell.accept_len is None else f"{cell.accept_len:.2f}"
+                lines.append(f"| {p.name} | {conc} | {cell.repeats or 1} | {tok} | {acc} | {ratio} | "
+                             f"{'-' if same is None else f'{same:.2f}'} |")
+        lines.append("")
+    if cvs:
+        lines.append(f"box spread: median relative SD of one round's tok/s over {len(cvs)} cells = "
+                     f"{statistics.median(cvs):.3f} (hardware.spread)")
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 """Recorded landscapes: a grid of real trials on one engine + box, in one file.
 
 The shared format (``specsweep.landscape/1``; written by
-``benchmarks/record_landscape.py`` for any engine, ``benchmarks/vllm_landscape.py``
-for vLLM) is what the twin is judged on: ``python -m sweep.calibrate`` fits a box
+``benchmarks/record_landscape.py`` for any engine) is what the twin is judged on: ``python -m sweep.calibrate`` fits a box
 from it, ``benchmarks/sim_fidelity.py --landscape FILE`` fits on part of it and
 predicts the rest, and the search benchmark replays it with its measured noise.
 
@@ -223,8 +222,8 @@ def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
                       "finished": run.get("finished") or f"round{int(run.get('round') or 0):04d}"},
             "argv": list(run.get("argv") or []), "env": dict(run.get("env") or {}),
             "cells": [c.to_dict() for c in cells], "config": config,
+            **({"identity": {"greedy_identical": run["greedy_identical"], "compared": run.get("greedy_compared")}}
+               if run.get("greedy_identical") is not None else {}),
         })
-        if doc.identity is None and run.get("greedy_identical") is not None:
-            doc.metrics.greedy_identical = run.get("greedy_identical")
         out.append((f"{land.path}#{cid}/{wname}/round{run.get('round')}", doc))
     return out
