@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -21,16 +22,17 @@ UI_VIEW_KEY = "specsweep-trials"
 UI_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
 UI_VIEW = {
     "searchFilter": "tags.`specsweep.kind` = 'trial'",
-    "orderByKey": "metrics.`tok_s_lowc`", "orderByAsc": False,
+    # each run's own objective (every objective is a maximum): a group sorts by its own
+    "orderByKey": "metrics.`objective`", "orderByAsc": False,
     # the headline figures first, as short-named tags rounded to 4 significant figures
     # (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
     "selectedColumns": ["tags.`status`", "tags.`tok/s`", "tags.`conc`", "tags.`speedup`", "tags.`accept len`",
-                        "tags.`accept rate`", "tags.`TTFT ms`", "tags.`TPOT ms`", "tags.`pass`",
-                        "params.`spec.budget`", "params.`spec.topk`", "params.`spec.window`",
-                        "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`"],  # workload: the group
-    # like with like: one group per box and workload
-    "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "hardware"},
-                                                           {"mode": "tag", "groupByData": "workload"}]},
+                        "tags.`accept rate`", "tags.`max load`", "tags.`TTFT ms`", "tags.`TPOT ms`",
+                        "tags.`pass`", "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`",
+                        "tags.`config`", "tags.`config.id`"],
+    # like with like: one group per box, model, workload matrix and objective (sweep/score/configs.py
+    # group_label: the report's groups), so a 12-cell run is never ranked with a one-cell one
+    "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "group"}]},
 }
 # The MLflow 3 UI opens every experiment in its GenAI view unless the page's address asks for the
 # classic one (3.17: the workflowType query parameter, else what the user picked last, else GenAI);
@@ -91,9 +93,75 @@ def ui_defaults(client: Any, exp: Any) -> None:
 
 
 def ui_url(tracking_uri: str | None, experiment_id: str | None, run_id: str | None = None) -> str:
-    """Where a person opens a run (or the experiment's trials view): the tracking server itself,
-    or for a local store what ``mlflow ui`` serves by default (http://127.0.0.1:5000)."""
+    """Where a person opens a run (or the experiment's trials view): the tracking server itself;
+    for a local store the ``mlflow ui``/``mlflow server`` running on this machine for it (its own
+    ``--host``/``--port``; ``MLFLOW_UI_URL`` overrides), else what ``mlflow ui`` serves by default."""
     uri = str(tracking_uri or "")
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    if uri.startswith(("http://", "https://")):
+        base = uri.rstrip("/")
+    else:
+        base = (os.environ.get("MLFLOW_UI_URL") or running_ui(uri) or DEFAULT_UI).rstrip("/")
     return base + ui_path(experiment_id, run_id)
+
+
+DEFAULT_UI = "http://127.0.0.1:5000"
+
+
+def running_ui(tracking_uri: str) -> str | None:
+    """The address of an ``mlflow ui``/``mlflow server`` process of this machine that serves
+    ``tracking_uri`` (its ``--backend-store-uri``, or the default store of its own directory),
+    read from its command line (``--host``, ``--port``, ``-h``, ``-p``); None when none does."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    want = _store(tracking_uri)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        at = next((i for i, a in enumerate(argv) if a.endswith("mlflow") or a == "mlflow"
+                   or (a == "-m" and i + 1 < len(argv) and argv[i + 1] == "mlflow")), None)
+        if at is None or not ({"ui", "server"} & set(argv[at:at + 3])):
+            continue
+        opts = _options(argv[at:])
+        store = opts.get("--backend-store-uri") or "sqlite:///mlflow.db"
+        if want is not None and _store(store, cwd) != want:
+            continue
+        host = opts.get("--host") or "127.0.0.1"
+        host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        return f"http://{host}:{opts.get('--port') or '5000'}"
+    return None
+
+
+def _options(argv: list[str]) -> dict[str, str]:
+    short = {"-h": "--host", "-p": "--port"}
+    out: dict[str, str] = {}
+    for i, a in enumerate(argv):
+        key, eq, value = a.partition("=")
+        key = short.get(key, key)
+        if key in ("--host", "--port", "--backend-store-uri"):
+            if eq:
+                out[key] = value
+            elif i + 1 < len(argv):
+                out[key] = argv[i + 1]
+    return out
+
+
+def _store(uri: str, cwd: Path | None = None) -> str | None:
+    """A local store's file, absolute (None: not a local sqlite/file store)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///"):])
+    elif uri.startswith("file:"):
+        path = Path(uri[len("file:"):].lstrip("/") and "/" + uri[len("file:"):].lstrip("/"))
+    elif uri and "://" not in uri:
+        path = Path(uri)
+    else:
+        return None
+    if not path.is_absolute():
+        path = (cwd or Path.cwd()) / path
+    return str(path.resolve())
 

@@ -117,7 +117,7 @@ def _server_version(info: Mapping[str, Any]) -> Any:
 
 
 def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
-    from sweep.score.configs import config_id
+    from sweep.score.configs import config_id, group_id, group_label, stored_name
 
     trial, server = doc.trial, doc.server
     failure = doc.failure if not doc.ok else None
@@ -126,7 +126,9 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
         "simulated": str(bool(doc.simulated)).lower(), "hardware": trial.hardware,
         "spec.algorithm": trial.spec, "fingerprint": doc.fingerprint,
         # one config, one id (sweep/score/configs.py): copies of a config share it across runs and sweeps
-        "config.id": trial.config_id or config_id(doc),
+        "config.id": trial.config_id or config_id(doc), "config": stored_name(doc),
+        # like with like: what the view groups by (the report's groups, sweep/score/configs.py)
+        "group": group_label(doc), "group.id": group_id(doc),
         "status": doc.status, "failure.reason": failure.reason if failure else None,
         "failure.message": failure.message if failure else None, "sweep.id": trial.sweep_id,
         "sweep.job_num": trial.job_num, "git.sha": git_sha(),
@@ -152,7 +154,7 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
 ROUNDED = {"tok_s_lowc": "tok/s", "headline_concurrency": "conc", "speedup_vs_baseline": "speedup",
            "accept_len": "accept len", "accept_rate": "accept rate", "ttft_ms_p50": "TTFT ms",
            "tpot_ms_p50": "TPOT ms", "tok_s_peak": "peak tok/s", "coding_pass_rate": "pass",
-           "usd_per_mtok": "USD/Mtok", "greedy_identical": "greedy same"}
+           "usd_per_mtok": "USD/Mtok", "greedy_identical": "greedy same", "max_load": "max load"}
 
 
 def rounded_tags(doc: TrialResult) -> dict[str, str]:
@@ -175,6 +177,10 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
     from sweep.score.metrics import honest
 
     out = [(k, v, 0) for k, raw in honest(doc).to_dict().items() if (v := _number(raw)) is not None]
+    from sweep.score.objective import objective_of, objective_value
+
+    if doc.ok and (v := _number(objective_value(doc, objective_of(doc)))) is not None:
+        out.append(("objective", v, 0))  # the trial's own objective: what its group is sorted by
     for cell in doc.cells:
         if _number(cell.context) is None or _number(cell.concurrency) is None:
             continue

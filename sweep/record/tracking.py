@@ -256,8 +256,12 @@ class Tracker:
         red = secrets.redactor(secrets.collect_secrets(doc.to_dict()))
         tags = {k: truncate(red.text(str(v)), MAX_TAG_VALUE)
                 for k, v in trial_tags(doc, rid, parent, job_dir).items()}
+        from sweep.score.configs import short_name
+
+        # the group (box, model, workload) is the view's grouping: the run's name is what tells
+        # the configs inside it apart (the full name is the ``config`` tag)
         run = self.create_run(start_time=_ms(trial.started), tags=tags,
-                              run_name=str(trial.name if trial.name != "?" else job_dir.name))
+                              run_name=str(short_name(doc) if trial.name != "?" else job_dir.name))
         run_id = str(run.info.run_id)
         client, _ = self.connect()
         self.log_batch(run_id, params=flatten_params(doc.config, red),

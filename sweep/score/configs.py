@@ -395,6 +395,48 @@ def name_of(doc: TrialResult) -> str:
     return re.sub(r"[^\w.=,+@%:-]+", "_", "-".join(p for p in parts if p))[:200]
 
 
+def short_name(doc: TrialResult) -> str:
+    """The name without the box and the workload's name, which a view grouped by
+    :func:`group_label` already shows (MLflow's run-name column: ``ddtree-b8-t4-w2048-blk2-mt32``);
+    a file written before names came from the config keeps its own."""
+    full = stored_name(doc)
+    if not doc.trial.config_id:
+        return full
+    box = str(_section(doc.config, "hardware").get("name") or doc.trial.hardware or "")
+    wl = str(_section(doc.config, "workload").get("name") or "")
+    parts = full.split("-")
+    if box and parts and parts[0] == box:
+        parts = parts[1:]
+    if wl and wl in parts:
+        parts.remove(wl)
+    return "-".join(parts) or full
+
+
+def group_label(doc: TrialResult) -> str:
+    """What makes configs comparable, in words (the report's groups, MLflow's grouping): the box and
+    its layout, the model, the workload and its matrix, simulated or not, the objective."""
+    from sweep.score import objective as score_objective
+
+    cfg = doc.config
+    hw, wl = _section(cfg, "hardware"), _section(cfg, "workload")
+    layout = " ".join(f"{k}{hw[k]}" for k in ("tp", "ep", "dp") if hw.get(k) not in (None, 1))
+    matrix = (f"ctx {_fmt(wl.get('contexts'))} x c {_fmt(wl.get('concurrency'))}, "
+              f"{wl.get('max_tokens')} tok")
+    parts = [f"{hw.get('name') or doc.trial.hardware}" + (f" ({layout})" if layout else ""),
+             str(_section(cfg, "model").get("name") or "?"), f"{wl.get('name') or '?'} {matrix}",
+             score_objective.metric_name(score_objective.objective_of(doc))]
+    return " · ".join(parts) + (" · simulated" if doc.simulated else "")
+
+
+def group_id(doc: TrialResult) -> str:
+    """A hash of the group key (:func:`sweep.score.speedup.baseline_key` and the objective)."""
+    from sweep.score import objective as score_objective
+    from sweep.score.speedup import baseline_key
+
+    key = (baseline_key(doc.config, doc.simulated), score_objective.metric_name(score_objective.objective_of(doc)))
+    return hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()[:12]
+
+
 def names(docs: Sequence[TrialResult]) -> dict[str, str]:
     """Config id -> its one name, with a short id suffix where two configs' knobs read the same."""
     by_id: dict[str, str] = {}

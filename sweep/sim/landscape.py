@@ -1,8 +1,8 @@
 """Recorded landscapes: a grid of real trials on one engine + box, in one file.
 
 The shared format (``specsweep.landscape/1``; written by
-``benchmarks/record_landscape.py`` for any engine) is what the twin is judged on: ``python -m sweep.calibrate`` fits a box
-from it, ``benchmarks/sim_fidelity.py --landscape FILE`` fits on part of it and
+``benchmarks/record_landscape.py`` for any engine) is what the twin is judged on:
+``python -m sweep.calibrate`` fits a box from it, ``benchmarks/sim_fidelity.py --landscape FILE`` fits on part of it and
 predicts the rest, and the search benchmark replays it with its measured noise.
 
 A point is a result.json cell copied generically plus ``config`` and
