@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       width=200 if args.output else None)
         if not out.is_terminal and args.output is None:
             out = Console(highlight=False, width=200)  # piped or logged: wide enough for every column
-        print_groups(out, groups, title)
+        print_groups(out, groups, title, where=args.dir)
         if args.output is None:
             note = out
         if args.output:

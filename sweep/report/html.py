@@ -336,8 +336,8 @@ def _group(g: Group, i: int) -> str:
         verdict = (f'<div class="note">No best yet: <b>{escape(lead.name)}</b> leads with '
                    f"{_f(lead.head.tok_s)} {escape(g.headline_label)}"
                    f"<br><small>{escape(g.noise_line or '')}</small>"
-                   "<br><small>to decide: run the same grid again (copies pool as repeats) or add "
-                   "<code>workload.repeats=3</code></small></div>")
+                   "<br><small>to decide: <code>python -m sweep.decide --dir SWEEP_DIR</code> measures "
+                   "again only the open cells (the runs pool as repeats)</small></div>")
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '

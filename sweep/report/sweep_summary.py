@@ -16,4 +16,4 @@ def print_sweep(sweep_dir: Path, title: str | None = None) -> None:
     if not found:
         return
     groups = build_groups([d for _, d in found], [str(p) for p, _ in found])
-    print_groups(_console(160), groups, title or f"sweep {sweep_dir}")
+    print_groups(_console(160), groups, title or f"sweep {sweep_dir}", where=sweep_dir)

@@ -69,28 +69,30 @@ def render_group(group: Group, title: str | None = None) -> Any:
     return table
 
 
-def print_groups(console: Any, groups: Sequence[Group], title: str) -> None:
+def print_groups(console: Any, groups: Sequence[Group], title: str, where: Path | str | None = None) -> None:
     """Every group's table, under one title, with the legend once at the end."""
     sim = " (simulated)" if groups and all(g.simulated for g in groups) else ""
     console.print(f"[bold]{title}[/bold]{sim}: {sum(len(g.rows) for g in groups)} trials in "
                   f"{len(groups)} group(s) of comparable trials", highlight=False)
     for g in groups:
         console.print(render_group(g))
-        for line in verdict_lines(g):
+        for line in verdict_lines(g, where):
             console.print(line, highlight=False, markup=False)
     console.print(CAPTION, style="dim", highlight=False)
 
 
-def verdict_lines(g: Group) -> list[str]:
-    """What a person acts on: the best and how sure, or why there is none yet."""
+def verdict_lines(g: Group, where: Path | str | None = None) -> list[str]:
+    """What a person acts on: the best and how sure, or why there is none yet and the command that
+    decides it (``where``: the directory of the results)."""
     leader = g.leader
     if leader is None:
         return []
     if g.best is not None:
         lines = [f"best {g.best.name}: {g.noise_line}"] if g.noise_line and len(g.rows) > 1 else []
         return lines + [f"run the best again: {rerun_command(g.best)}"]
+    to = f"python -m sweep.decide --dir {where}" if where else "python -m sweep.decide --dir <this dir>"
     return [f"no best yet: {leader.name} leads, {g.noise_line}",
-            "to decide: run the same grid again (copies pool as repeats) or add workload.repeats=3"]
+            f"to decide: {to} (measures again only the open cells; the runs pool as repeats)"]
 
 
 # -- what the MLflow parent run gets -------------------------------------------------------
