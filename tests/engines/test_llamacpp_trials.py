@@ -40,7 +40,8 @@ def _same_counters(doc: dict) -> None:
     assert met["drafted"] == req["drafted"] and met["accepted"] == req["accepted"]
     assert log["samples"] == n
     assert log["drafted"] == req["drafted"] and log["accepted"] == req["accepted"]
-    assert req["verify_steps"] == req["tokens"] - req["accepted"]
+    # each request's first token is the prefill's; every verify step yields one of its own
+    assert req["verify_steps"] == req["tokens"] - req["requests"] - req["accepted"]
     assert doc["accept_len"]["requests"] == pytest.approx(req["accept_len"], abs=1e-3)
     assert doc["accept_len"]["metrics"] == met["accept_len"]
 
