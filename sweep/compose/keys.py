@@ -195,10 +195,10 @@ RULES: dict[str, Rule] = {
     "server.endpoint": _enum(*ENDPOINTS),
     "server.tokenize": MAPPING,  # its fields: sweep/compose/bench_checks.py
     "server.continuous_usage": BOOL,
+    "server.prefix_caching": BOOL,    # before prefix_cache.kept, which interpolates it (errors name the source)
     "server.prefix_cache": MAPPING,
     "server.prefix_cache.kept": BOOL,
     "server.prefix_cache.flush_path": Rule("url_path"),
-    "server.prefix_caching": BOOL,
     "server.acceptance": MAPPING,
     "server.install": MAPPING,
     "server.group_defaults": MAPPING,

@@ -204,6 +204,9 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
         return st.sampled_from([f"[{q('--x y')}]", "[partition=gpu]", f"[{q('--wrap=$(id)')}]", "5", "{a: 1}"])
     if kind == "lines":
         return st.sampled_from(["{a: 1}", "[[a]]", "[{a: 1}]", f"[{q('a' + chr(0) + 'b')}]"])
+    if kind == "cells":  # [[context, concurrency], ...]
+        return st.sampled_from(["60", "[60]", "[[60]]", "[[60,2,3]]", "[[a,2]]", "[[60,-1]]", "[[0,2]]",
+                                "[[60,99999999999]]", "{a: 1}", "[[60,nan]]", "abc"])
     raise AssertionError(f"no bad values for kind {kind!r}: add them (the fuzz covers every kind)")
 
 
