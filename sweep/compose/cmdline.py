@@ -252,6 +252,16 @@ def _args(argv: Sequence[str]) -> Any:
     return args
 
 
+def parse_args(argv: Sequence[str]) -> Any:
+    """Hydra's reading of ``python -m sweep <argv>`` (flags, overrides); a usage error is one line."""
+    return _args(argv)
+
+
+def fixed_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides that are not sweeps (``spec.budget=4,8`` is one; ``workload=smoke`` is not)."""
+    return [o.input_line for o in _parse(overrides) if not o.is_sweep_override() and o.input_line]
+
+
 def validate(argv: Sequence[str]) -> None:
     """Validate the jobs ``python -m sweep <argv>`` would run; raises ConfigError (or StorageError).
 
