@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sweep.score.names import LABELS
+
 log = logging.getLogger("sweep.record.tracking")
 
 UI_VIEW_KEY = "specsweep-trials"
@@ -24,10 +26,12 @@ UI_VIEW = {
     "orderByKey": "metrics.`tok_s_lowc`", "orderByAsc": False,
     # the headline figures first, as short-named tags rounded to 4 significant figures
     # (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
-    "selectedColumns": ["tags.`status`", "tags.`tok/s`", "tags.`conc`", "tags.`speedup`", "tags.`accept len`",
-                        "tags.`accept rate`", "tags.`TTFT ms`", "tags.`TPOT ms`", "tags.`pass`",
+    "selectedColumns": ["tags.`status`", *(f"tags.`{LABELS[k]}`" for k in (
+                            "tok_s_lowc", "headline_concurrency", "speedup_vs_baseline", "accept_len", "accept_rate",
+                            "ttft_ms_p50", "tpot_ms_p50", "coding_pass_rate")),
                         "params.`spec.budget`", "params.`spec.topk`", "params.`spec.window`",
-                        "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`"],  # workload: the group
+                        "tags.`failure.reason`", *(f"tags.`{LABELS[k]}`" for k in ("tok_s_peak", "usd_per_mtok"))],
+    # (workload: the group)
     # like with like: one group per box and workload
     "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "hardware"},
                                                            {"mode": "tag", "groupByData": "workload"}]},
