@@ -40,7 +40,8 @@ def envelope_png(s: Schedule, path: Path) -> Path | None:
     loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
     if s.over == "concurrency" and loads and loads[0] > 0 and loads[-1] >= 4 * loads[0]:
         ax.set_xscale("log", base=2)
-        ax.set_xticks(loads, [f"{x:g}" for x in loads])
+    ax.set_xticks(loads, [f"{x:g}" for x in loads])  # ticks on the measured loads only
+    ax.set_ylim(bottom=0)  # throughput from 0: a small gap looks small
     ax.set_xlabel("request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)")
     ax.set_ylabel("output tok/s (the box)")
     ax.grid(True, alpha=0.3)
@@ -76,7 +77,9 @@ def pareto_png(points: Sequence[Point], title: str, unit: str, path: Path, max_l
                         fontsize="xx-small")
     if any(not p.meets_slo for p in points):
         ax.scatter([], [], s=16, facecolors="none", edgecolors="grey", label="hollow: missed the SLO")
-    ax.set_xlabel("tok/s per user (per-stream: interactivity)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("tok/s per user (interactivity)")
     ax.set_ylabel(f"output tok/s {unit} (throughput)")
     ax.grid(True, alpha=0.3)
     _legend(ax, "xx-small")

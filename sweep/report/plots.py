@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from sweep.record.result import Cell, TrialResult
 from sweep.score.metrics import honest, ok_cells
+from sweep.score.names import label as figure_label
 
 Doc = TrialResult
 
@@ -78,10 +79,11 @@ def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
         xs = [c.concurrency for c in row]
         agg.plot(xs, [c.output_tok_s for c in row], marker="o", label=f"ctx {ctx}")
         per.plot(xs, [c.per_stream_tok_s or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
-    agg.set_ylabel("aggregate output tok/s")
-    per.set_ylabel("per-stream output tok/s")
+    agg.set_ylabel("output tok/s (all streams)")
+    per.set_ylabel("output tok/s per user")
     for ax in (agg, per):
         _concurrency_axis(ax, cells)
+        ax.set_ylim(bottom=0)  # throughput from 0: a small gap looks small
         _legend(ax, "small")
     fig.suptitle(f"Throughput vs concurrency: {_title(doc)}")
     return _save(fig, path)
@@ -158,8 +160,9 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
             ax.set_xscale("log", base=2)  # budgets are usually powers of two
         ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
         ax.margins(x=0.1)
+        ax.set_ylim(bottom=0)  # throughput from 0: the gaps between budgets look as large as they are
         ax.set_xlabel("draft budget (spec.budget)")
-        ax.set_ylabel(f"{metric} (output tok/s)")
+        ax.set_ylabel(figure_label(metric))
         ax.grid(True, alpha=0.3)
         _legend(ax, "small")
     fig.suptitle("Throughput vs speculative budget / topk")
@@ -203,11 +206,13 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
             marker="D", markersize=4, label="Pareto front")
     for point in front:  # the configurations worth keeping, named where they sit
         ax.annotate(names.get(point, ""), point, textcoords="offset points", xytext=(5, 5), fontsize="xx-small")
-    ax.set_xlabel("per-stream output tok/s (user speed)")
-    ax.set_ylabel("aggregate output tok/s (box throughput)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("output tok/s per user")
+    ax.set_ylabel("output tok/s (all streams: the box)")
     ax.grid(True, alpha=0.3)
     _legend(ax, "x-small")
-    fig.suptitle("Pareto: per-stream vs aggregate throughput, all trials and cells")
+    fig.suptitle("Pareto: tok/s per user vs tok/s of the box, all trials and cells")
     return _save(fig, path)
 
 
