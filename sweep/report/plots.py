@@ -56,6 +56,23 @@ def _legend(ax: Any, size: str) -> None:
         ax.legend(fontsize=size)
 
 
+def label_inside(ax: Any, text: str, x: float, y: float, xs: Sequence[float], ys: Sequence[float], *,
+                 log2_x: bool = False, size: str = "x-small") -> None:
+    """A point's label on the side that keeps it inside the plot: to the left of points in the
+    right part of the x range, below points near the top (a label past the frame is cut off)."""
+    import math
+
+    def pos(v: float) -> float:
+        return math.log2(v) if log2_x and v > 0 else v
+
+    lo, hi = pos(min(xs)), pos(max(xs))
+    right = hi > lo and (pos(x) - lo) / (hi - lo) > 0.55
+    top = max(ys) > 0 and y > 0.9 * max(ys)
+    ax.annotate(text, (x, y), textcoords="offset points", xytext=(-7 if right else 7, -9 if top else 6),
+                ha="right" if right else "left", va="top" if top else "bottom", fontsize=size,
+                annotation_clip=True)
+
+
 def _save(fig: Any, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -202,10 +219,12 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
         every.extend(zip(xs, ys))
         ax.scatter(xs, ys, s=18, alpha=0.75, label=label)
     front = pareto_front(every)
-    ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.2,
-            marker="D", markersize=4, label="Pareto front")
+    ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.0, linestyle=":",
+            marker="o", markersize=9, markerfacecolor="none", markeredgewidth=1.2, label="Pareto front",
+            zorder=3)  # rings: the points under them stay visible
+    xs, ys = [p[0] for p in every], [p[1] for p in every]
     for point in front:  # the configurations worth keeping, named where they sit
-        ax.annotate(names.get(point, ""), point, textcoords="offset points", xytext=(5, 5), fontsize="xx-small")
+        label_inside(ax, names.get(point, ""), point[0], point[1], xs, ys, size="xx-small")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("output tok/s per user")

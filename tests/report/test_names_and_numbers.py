@@ -132,3 +132,31 @@ def test_scatter_labels_stay_inside_the_frame_and_the_front_does_not_hide_points
         assert svg.LEFT <= float(x) <= svg.W - svg.RIGHT and svg.TOP <= float(y) <= svg.H - svg.BOTTOM
     # every point is drawn filled in its colour; the front gets rings (no fill) on top
     assert chart.count('fill="#4e79a7"') == 3 and chart.count('r="6.5" fill="none" stroke="#222"') == 2
+
+
+def test_the_schedule_and_front_pngs_keep_their_labels_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """schedule-ctx*.png and pareto-user-vs-gpu.png: every label inside the axes (the one at the
+    highest load was cut off by the frame), throughput from 0."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from test_schedule import write
+
+    from sweep.report import deployment_plots
+    from sweep.report.schedule import schedules_of
+
+    for job, budget in enumerate(("none", 8, 4)):
+        write(tmp_path / "deploy", job, budget)
+    figures: list[Any] = []
+    monkeypatch.setattr(deployment_plots, "_save", lambda fig, path: figures.append(fig) or path)
+    [group] = build_groups(_docs(tmp_path))
+    assert len(deployment_plots.deployment_plots(schedules_of(group), tmp_path / "out")) == 2
+    for fig in figures:
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        [ax] = fig.axes
+        frame = ax.get_window_extent(renderer)
+        labels = [t for t in ax.texts if t.get_text()]
+        assert labels and ax.get_ylim()[0] == 0
+        for text in labels:
+            box = text.get_window_extent(renderer)
+            assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1 and frame.y0 - 1 <= box.y0 \
+                and box.y1 <= frame.y1 + 1, (text.get_text(), box, frame)
