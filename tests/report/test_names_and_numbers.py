@@ -160,3 +160,11 @@ def test_the_schedule_and_front_pngs_keep_their_labels_inside(tmp_path: Path, mo
             box = text.get_window_extent(renderer)
             assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1 and frame.y0 - 1 <= box.y0 \
                 and box.y1 <= frame.y1 + 1, (text.get_text(), box, frame)
+
+
+def test_the_docs_list_every_figure_under_its_one_name() -> None:
+    """docs/tracking.md's table of names says what sweep/score/names.py says, key by key."""
+    rows = [line for line in (Path(__file__).resolve().parents[2] / "docs" / "tracking.md").read_text().splitlines()
+            if line.startswith("| `")]
+    for key, label in names.LABELS.items():
+        assert any(f"`{key}`" in row and label in row.split("|")[2] for row in rows), (key, label)
