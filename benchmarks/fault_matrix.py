@@ -428,8 +428,9 @@ def class_rows() -> list[Row]:
     t0 = time.monotonic()
     space = ["hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "~hydra/sweeper/space", "spec.budget=choice(4,8)",
              "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
-    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}", f"+launcher.ssh_pass={SEARCH_CANARIES['ssh_pass']}",
-                   f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
+    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}",
+                   f"+server.extra_env.SSH_PASS={SEARCH_CANARIES['ssh_pass']}",
+                   f"+server.extra_env.MODEL_SOURCE=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
     for sub in ("search", "pool", "cfg"):
         (work / sub).mkdir()
     procs = [ts.run(work / "search", "-m", *ts.FAST, f"server.port={free_port()}", *space, *secret_args,

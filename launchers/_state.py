@@ -149,11 +149,11 @@ def state_path(directory: Path, host: str, port: int) -> Path:
 def write_state(path: Path, state: ServerState) -> None:
     """Atomically (temp file + fsync + rename) write ``state``; owner-only permissions.
 
-    The directory is created 0700 here; the file is 0600 because
-    ``write_atomic`` writes through ``mkstemp`` (0600) and renames it.
+    The directory is created 0700 here and the file 0600 (``private``): it names the
+    user's server processes, their command and port, for this user's next run only.
     """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomic(path, dict(sorted(asdict(state).items())))  # flat: same bytes as sort_keys
+    write_atomic(path, dict(sorted(asdict(state).items())), private=True)  # flat: same bytes as sort_keys
 
 
 def read_state(path: Path) -> ServerState | None:

@@ -22,22 +22,31 @@ def _hydra_passes_errors_on() -> None:
 
 
 def _run(boundary: object) -> int:
-    from sweep import plugins, secrets
+    from sweep import errors, plugins, secrets
     from sweep.compose import cmdline
+    from sweep.trial import rerun
 
     secrets.install_log_masking()  # Hydra logs every job's overrides
     from sweep.compose.group_defaults import implied
 
+    argv, fresh = rerun.take_fresh_flag(sys.argv[1:])
     # flags before overrides (``a=1 -m b=2,3``), server=llamacpp brings model=smollm2 ...
-    sys.argv[1:] = cmdline.canonical(implied(cmdline.flags_first(sys.argv[1:])))
+    sys.argv[1:] = cmdline.canonical(implied(cmdline.flags_first(argv)))
     plugins.register()
     cmdline.validate(sys.argv[1:])  # every job, every value: one line, exit 2 (sweep/compose/cmdline.py)
     if cmdline.print_config(sys.argv[1:]):
         return 0
+    # the same multirun again: in its unfinished sweep dir (sweep/trial/rerun.py)
+    sys.argv[1:] = rerun.choose(sys.argv[1:], fresh)
     from sweep import app
 
     boundary.work_started()  # type: ignore[attr-defined]
-    app.task()
+    try:
+        app.task()
+    except BaseException as exc:  # Ctrl-C: "... run the same command again to resume" (Hydra may wrap it)
+        if isinstance(exc, KeyboardInterrupt) or isinstance(errors.cause(exc), errors.Interrupted):
+            raise rerun.interrupted(exc) from None
+        raise
     return app.exit_status()  # 1 when the trial failed (every trial, for a multirun): sweep/app.py
 
 

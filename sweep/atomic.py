@@ -2,11 +2,18 @@
 
 ``write_atomic`` is how every JSON record reaches disk (result files, the
 sweep's MLflow record, the local launcher's server state files): a temporary
-file in the same directory (``mkstemp``: mode 0600), fsync, rename. A write
-that fails leaves the previous file as it was, so a full disk mid-trial
-loses nothing written before; it raises :class:`DiskFull`, whose one line
-says which file and how much room is left (``python -m sweep`` prints that
-line and exits 1, never a traceback).
+file in the same directory, fsync, rename. A write that fails leaves the
+previous file as it was, so a full disk mid-trial loses nothing written
+before; it raises :class:`DiskFull`, whose one line says which file and how
+much room is left (``python -m sweep`` prints that line and exits 1, never a
+traceback).
+
+The file ends with the mode any other file the user writes gets
+(``0666 & ~umask``: 0644 under the usual umask 022), as ``open()`` would
+make it: ``mkstemp`` creates its temporary file 0600, and a report.html or
+result.json renamed from it stayed unreadable to a colleague on a shared
+box. ``private=True`` keeps 0600 for the few files that are meant to be the
+user's alone (the local launcher's server state files).
 """
 
 from __future__ import annotations
@@ -98,21 +105,40 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-def write_atomic(path: Path, doc: Mapping[str, Any]) -> Path:
-    """Write JSON so that a reader never sees a half-written file."""
+def umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it to read it, which
+    another thread could see); from /proc on Linux, else the set-and-restore."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def file_mode(private: bool = False) -> int:
+    """The mode a new file gets: ``0666 & ~umask`` (what ``open()`` makes), 0600 when private."""
+    return 0o600 if private else 0o666 & ~umask()
+
+
+def write_atomic(path: Path, doc: Mapping[str, Any], *, private: bool = False) -> Path:
+    """Write JSON so that a reader never sees a half-written file (mode: :func:`file_mode`)."""
     def body(fh: IO[str]) -> None:
         json.dump(doc, fh, indent=2, default=_default, allow_nan=False)
         fh.write("\n")
 
-    return _write(path, ".json", body)
+    return _write(path, ".json", body, private)
 
 
-def write_atomic_text(path: Path, text: str) -> Path:
+def write_atomic_text(path: Path, text: str, *, private: bool = False) -> Path:
     """Write text (a report) the same way."""
-    return _write(path, Path(path).suffix, lambda fh: fh.write(text))
+    return _write(path, Path(path).suffix, lambda fh: fh.write(text), private)
 
 
-def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any]) -> Path:
+def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any], private: bool = False) -> Path:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +149,7 @@ def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any]) -> Path:
             raise DiskFull(path, exc) from None
         raise
     try:
+        os.fchmod(fd, file_mode(private))  # mkstemp made it 0600
         with os.fdopen(fd, "w") as fh:
             body(fh)
             fh.flush()

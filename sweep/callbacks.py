@@ -90,6 +90,15 @@ def _grid_size(config: DictConfig) -> int | None:
         return None
 
 
+def _n_trials(config: DictConfig) -> int | None:
+    """A search's trials in all (its study's n_trials), None when it has none."""
+    try:
+        n = OmegaConf.select(config, "hydra.sweeper.n_trials")
+    except Exception:  # noqa: BLE001 - a count is a nicety
+        return None
+    return int(n) if isinstance(n, int) else None
+
+
 def _sweep_name(config: DictConfig, red: secrets.Redactor) -> str:
     """The parent run's name: what the sweep sweeps (grid overrides or study name) and when."""
     from sweep.record.naming import sweep_name
@@ -204,6 +213,10 @@ class SweepCallback(Callback):
             raise errors.StopRun() from err  # the boundary prints it: one line, exit 2
         self._name = _sweep_name(config, red)  # what it sweeps and when it started
         total = _grid_size(config)
+        from sweep.trial import rerun
+
+        # the same command again resumes here until it finishes (sweep/trial/rerun.py)
+        rerun.started(Path(config.hydra.sweep.dir), total if total is not None else _n_trials(config))
         if total is not None:
             from sweep.record.naming import sweep_overrides
             from sweep.report.progress import SweepProgress
@@ -244,6 +257,9 @@ class SweepCallback(Callback):
                 _drop_dry_run_dirs(sweep_dir)
             else:
                 self._report(sweep_dir, config)
+                from sweep.trial import rerun
+
+                rerun.finished(sweep_dir)  # the same command again now measures again, in a new dir
             settings = _settings(config)
             self._open_parent = None
             if settings.enabled and not config.get("dry_run"):

@@ -156,6 +156,11 @@ def _find(exc: BaseException) -> SweepError | None:
     return None
 
 
+def cause(exc: BaseException) -> SweepError | None:
+    """The SweepError behind ``exc`` (itself, or what a wrapper was raised from), else None."""
+    return _find(exc)
+
+
 def _mask(text: str) -> str:
     try:
         from sweep import secrets

@@ -45,8 +45,9 @@ def sim_server(tmp_path: Path) -> Iterator[Callable[..., SimProcess]]:
 
 # Under pytest-xdist (`-n N --dist loadgroup`, the README's test command), the tests of a
 # group run in one worker, one after another: the SLURM tests share one cluster's three
-# nodes, and each real engine wants the CPUs (its README section joins its group:
-# tests/test_readme.py marks each section's commands, which build on each other's output).
+# nodes, and each real engine wants the CPUs (its README section or docs page joins its group:
+# tests/test_readme.py marks each README section's and each docs page's commands, which build
+# on each other's output).
 SERIAL_GROUPS = {"tests/slurm/": "slurm", "tests/engines/test_llamacpp": "llamacpp",
                  "tests/engines/test_vllm": "vllm"}
 
@@ -95,10 +96,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """How long each README command took (tests/test_readme.py), when any ran."""
+    """How long each command of the README and the docs pages took (tests/test_readme.py), when any ran."""
     import readme_blocks
 
     if readme_blocks.TIMES:
-        terminalreporter.section("README commands (tests/test_readme.py)")
+        terminalreporter.section("README and docs commands (tests/test_readme.py)")
         for line in readme_blocks.times_table():
             terminalreporter.write_line(line)

@@ -1,8 +1,8 @@
-"""The README's command blocks, and what the comment before each says about running it.
+"""The command blocks of README.md and docs/*.md, and what the comment before each says about running it.
 
-The convention (README, "Contributing"): every code block of README.md is a
-command block that tests/test_readme.py runs as written -- in order, from a
-fresh copy of the checkout's tracked files -- unless
+The convention (docs/contributing.md): every code block of README.md and of each
+page under docs/ is a command block that tests/test_readme.py runs as written --
+in order, from a fresh copy of the checkout's tracked files -- unless
 
 * it is fenced with a language that is not a shell (```yaml, ```json, ```text):
   a snippet or a picture, not something to type;
@@ -49,7 +49,7 @@ class MarkerError(ValueError):
 
 @dataclass
 class Command:
-    line: int                 # 1-based line in README.md
+    line: int                 # 1-based line in its page
     text: str                 # the command as typed (continuations joined)
     expected: list[str] = field(default_factory=list)  # transcripts: output lines to find
 
@@ -63,19 +63,28 @@ class Block:
     exit: int = 0
     needs: tuple[str, ...] = ()
     timeout_s: float = DEFAULT_TIMEOUT_S
+    page: str = "README.md"   # the file it is in (README.md, docs/search.md ...)
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.section.lower()).strip("-")[:40]
 
     @property
     def id(self) -> str:
-        slug = re.sub(r"[^a-z0-9]+", "-", self.section.lower()).strip("-")[:40]
-        return f"L{self.line}-{slug}"
+        return f"L{self.line}-{self.slug}"
+
+    @property
+    def where(self) -> str:
+        """``docs/search.md:12``: where a person finds the block."""
+        return f"{self.page}:{self.line}"
 
 
-def _directives(body: str, line: int) -> dict[str, object]:
+def _directives(body: str, line: int, page: str = "README.md") -> dict[str, object]:
     out: dict[str, object] = {}
     body, skip, reason = body.partition("skip:")  # the reason is the rest of the comment
     if skip:
         if not reason.strip():
-            raise MarkerError(f"README.md:{line}: 'skip:' needs a reason")
+            raise MarkerError(f"{page}:{line}: 'skip:' needs a reason")
         out["skip"] = reason.strip()
     for part in (p.strip() for p in body.split(";") if p.strip()):
         word, _, rest = part.partition(" ")
@@ -86,7 +95,7 @@ def _directives(body: str, line: int) -> dict[str, object]:
         elif word == "timeout" and re.fullmatch(r"\d+(\.\d+)?", rest.strip()):
             out["timeout_s"] = float(rest)
         else:
-            raise MarkerError(f"README.md:{line}: unknown readme-test directive {part!r} "
+            raise MarkerError(f"{page}:{line}: unknown readme-test directive {part!r} "
                               f"(skip: <reason> | exit N | needs {'|'.join(NEEDS)} | timeout S)")
     return out
 
@@ -120,8 +129,10 @@ def _commands(lines: list[tuple[int, str]]) -> list[Command]:
     return out
 
 
-def blocks(path: Path) -> list[Block]:
-    """Every code block of a Markdown file, with its directives (MarkerError on a bad one)."""
+def blocks(path: Path, page: str | None = None) -> list[Block]:
+    """Every code block of a Markdown file, with its directives (MarkerError on a bad one);
+    ``page``: how messages name the file (its name by default)."""
+    page = page or path.name
     lines = path.read_text().splitlines()
     found: list[Block] = []
     section = "top"
@@ -132,7 +143,7 @@ def blocks(path: Path) -> list[Block]:
         if line.startswith("#"):
             section = line.lstrip("#").strip()
         if m := MARKER.match(line.strip()):
-            marker = (i + 1, _directives(m.group("body"), i + 1))
+            marker = (i + 1, _directives(m.group("body"), i + 1, page))
             i += 1
             continue
         fence = re.match(r"^```\s*(\w*)\s*$", line)
@@ -155,28 +166,33 @@ def blocks(path: Path) -> list[Block]:
                 language = ""
             directives = marker[1] if marker is not None else {}
             if language in SHELLS:
-                found.append(Block(line=start + 1, section=section, commands=_commands(body),
+                found.append(Block(line=start + 1, section=section, commands=_commands(body), page=page,
                                    **directives))  # type: ignore[arg-type]
             elif marker is not None:
-                raise MarkerError(f"README.md:{marker[0]}: a readme-test comment before a "
+                raise MarkerError(f"{page}:{marker[0]}: a readme-test comment before a "
                                   f"```{language} block, which is never run")
             marker = None
         elif line.strip() and marker is not None:
-            raise MarkerError(f"README.md:{marker[0]}: a readme-test comment must come right before "
+            raise MarkerError(f"{page}:{marker[0]}: a readme-test comment must come right before "
                               "a code block")
         i += 1
     return found
 
 
-# (README line, command, seconds, outcome) of every command tests/test_readme.py ran;
+# (page:line, command, seconds, outcome) of every command tests/test_readme.py ran;
 # printed at the end of the session by tests/conftest.py.
-TIMES: list[tuple[int, str, float, str]] = []
+TIMES: list[tuple[str, str, float, str]] = []
+
+
+def _order(where: str) -> tuple[str, int]:
+    page, _, line = str(where).rpartition(":")
+    return page, int(line) if line.isdigit() else 0
 
 
 def times_table() -> list[str]:
-    """The measured time of each README command, for the session's summary."""
-    lines = [f"{'line':>5} {'seconds':>8}  {'outcome':<8} command"]
-    for line, text, took, outcome in sorted(TIMES):
-        lines.append(f"{line:>5} {took:>8.1f}  {outcome:<8} {text[:110]}")
-    lines.append(f"{'':>5} {sum(t for _, _, t, _ in TIMES):>8.1f}  total")
+    """The measured time of each command of the README and the docs pages, for the session's summary."""
+    lines = [f"{'where':<26} {'seconds':>8}  {'outcome':<8} command"]
+    for where, text, took, outcome in sorted(TIMES, key=lambda t: _order(str(t[0]))):
+        lines.append(f"{where:<26} {took:>8.1f}  {outcome:<8} {text[:100]}")
+    lines.append(f"{'':<26} {sum(t for _, _, t, _ in TIMES):>8.1f}  total")
     return lines

@@ -37,11 +37,16 @@ log = logging.getLogger(__name__)
 
 
 class Interrupted(Exception):
-    """The user stopped the study (Ctrl-C, or a job reported status "interrupted")."""
+    """The user stopped the study (Ctrl-C, or a job reported status "interrupted").
 
-    def __init__(self, trial_number: int | None) -> None:
+    ``ended``: the outcome of the trial that was running when Ctrl-C came, when its
+    result had already ended (the stop reached it while it drew its plots or wrote its
+    MLflow run): it is told as such, not thrown away and run again on resume."""
+
+    def __init__(self, trial_number: int | None, ended: Outcome | None = None) -> None:
         super().__init__(f"interrupted at trial {trial_number}")
         self.trial_number = trial_number
+        self.ended = ended
 
 
 @dataclass
@@ -257,6 +262,7 @@ class Dispatcher:
         except (KeyboardInterrupt, Interrupted) as exc:
             number = exc.trial_number if isinstance(exc, Interrupted) else None
             out = self.inflight + self.awaiting
+            self._keep_ended(exc)
             self._stop_all("interrupted", "stopped by the user")
             with self.loop.lock:
                 self.loop.requeue()
@@ -267,6 +273,17 @@ class Dispatcher:
             raise
         finally:
             self.runner.close()
+
+    def _keep_ended(self, exc: BaseException) -> None:
+        """The trial whose result had ended when the stop came is told with it (Interrupted.ended)."""
+        ended = getattr(exc, "ended", None)
+        run = next((r for r in self.inflight if r.number == getattr(exc, "trial_number", None)), None)
+        if ended is None or run is None:
+            return
+        try:
+            self._finish(run, ended)
+        except Exception as err:  # noqa: BLE001 - then it is marked interrupted like the rest
+            log.warning("trial %d: its finished result could not be told: %s", run.number, err)
 
     def _stop_all(self, reason: str, message: str) -> None:
         if self.inflight:

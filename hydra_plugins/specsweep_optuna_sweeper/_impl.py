@@ -266,6 +266,11 @@ class OptunaSweeperImpl:
     def _execute(self, number: int, overrides: list[str]) -> _result.Outcome:
         try:
             returns = self.launcher.launch([overrides], initial_job_idx=number)
+        except KeyboardInterrupt:
+            ended = self._ended(number)
+            if ended is None:
+                raise
+            raise Interrupted(number, ended) from None  # its result stands: told, not run again
         except (HydraException, OmegaConfBaseException) as exc:
             log.error("trial %d: the job's config does not compose: %s", number, exc)
             return _result.failed("compose_error", str(exc))
@@ -285,6 +290,26 @@ class OptunaSweeperImpl:
             if ret.hydra_cfg is not None else None
         if job_dir or ret.working_dir:
             outcome.user_attrs.setdefault("job_dir", str(job_dir or ret.working_dir))
+        return outcome
+
+    def _ended(self, number: int) -> _result.Outcome | None:
+        """The outcome trial ``number``'s result.json holds when it ended (ok, failed, pruned), else None.
+
+        Ctrl-C may come after the trial's result is final, while it draws its plots or
+        writes its MLflow run: that trial is measured, and a resumed study must not run it
+        again."""
+        from ._jobs import outcome_from_result
+
+        assert self.config is not None
+        job_dir = Path(str(self.config.hydra.sweep.dir)).absolute() / str(number)
+        try:
+            outcome, doc = outcome_from_result(job_dir, self.settings.metrics, len(self.settings.directions))
+        except Exception:  # noqa: BLE001 - no result to keep: the trial is interrupted
+            return None
+        mine = doc is not None and f"++{self.settings.trial_number_key}={number}" in (doc.trial.overrides or [])
+        if outcome is None or outcome.interrupted or not mine:
+            return None
+        outcome.user_attrs.setdefault("job_dir", str(job_dir))
         return outcome
 
     def _extra(self, number: int, study_name: str, params: Mapping[str, Any] | None = None,
@@ -402,7 +427,7 @@ class OptunaSweeperImpl:
                 overrides.append(f"{job['port_key']}={sock.getsockname()[1]}")
         try:
             outcome = self._execute(number, overrides)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             raise errors.Interrupted(f"trial {number} (its result.json says so)") from None
         print(f"trial {number}: {outcome.state.name} {outcome.failure_reason or ''}".rstrip())
 

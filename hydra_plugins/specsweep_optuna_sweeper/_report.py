@@ -269,7 +269,11 @@ def plots(study: optuna.Study, out: Path, contour: Sequence[str] | None,
 
 
 def _values_line(t: FrozenTrial, names: Sequence[str]) -> str:
-    return ", ".join(f"{n}={v:.6g}" for n, v in zip(names, t.values or []))
+    """``tok_s_lowc=407.5``: each metric's key (what objective.metric(s) and the dashboard say) and its
+    value as a person reads it (sweep/score/names.py)."""
+    from sweep.score.names import shown
+
+    return ", ".join(f"{n}={shown(n, v)}" for n, v in zip(names, t.values or []))
 
 
 def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_shown: str,
@@ -334,7 +338,10 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
                 print(f"  to decide: python -m sweep.decide --dir {sweep_dir} (measures again only these configs)")
         vals = best.user_attrs.get("values")
         if isinstance(vals, Mapping) and vals.get("speedup_vs_baseline") is not None:
-            print(f"  speedup vs the autoregressive baseline: {float(vals['speedup_vs_baseline']):.2f}x")
+            from sweep.score.names import shown as shown_value
+
+            speedup = shown_value("speedup_vs_baseline", vals["speedup_vs_baseline"])
+            print(f"  speedup vs the autoregressive baseline: {speedup}")
         if best.user_attrs.get("mlflow_run_id"):
             print(f"  mlflow run: {best.user_attrs['mlflow_run_id']}")
         if command:

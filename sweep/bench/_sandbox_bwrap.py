@@ -25,11 +25,14 @@ import shutil
 from sweep.bench._sandbox_layout import Layout, Limits, minimal_env
 
 
+INSTALL = "sudo apt-get install bubblewrap; dnf install bubblewrap on Fedora"
+
+
 def find() -> tuple[str | None, str]:
     """(bwrap path, "") when it can be tried here, else (None, why not)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
-        return None, "bwrap not found (Debian/Ubuntu package: bubblewrap)"
+        return None, f"bwrap not found (install it: {INSTALL})"
     helpers = ("prlimit", "setpriv") if os.geteuid() == 0 else ("prlimit",)
     missing = [h for h in helpers if not shutil.which(h)]
     if missing:

@@ -10,7 +10,10 @@ and how to check it.
 Two mechanisms build the same sandbox (:mod:`._sandbox_layout` is the
 allow-list both use): bubblewrap where it works (:mod:`._sandbox_bwrap`),
 else the built-in bootstrap (:mod:`._sandbox_boot`), chosen once per
-process with one warning line when bwrap is missing or unusable. Around
+process with one warning line when bwrap is missing or unusable -- once per
+sweep, too, when its trials run in several processes (a host pool's
+workers, SLURM jobs): :func:`notice_once_in` names a marker file in the
+sweep dir, and only the process that creates it warns. Around
 either, the controller gives each run a uid of its own, a cgroup v2 child
 where one can be delegated (:mod:`._sandbox_cgroup`) or else a watch on the
 resident memory of the whole process tree (:mod:`._sandbox_watch`), a
@@ -65,8 +68,10 @@ TAIL_CHARS = 2000
 POLL_S = 0.02                       # memory-watch sampling period
 BOOT = str(Path(__file__).with_name("_sandbox_boot.py"))
 PREFIX = "specsweep-sbx-"            # + controller pid + random: tempfile.gettempdir()/...
+NOTICE_FILE = ".sandbox-fallback-noticed"  # in the sweep dir: the fallback was said for this sweep
 _warn_lock = threading.Lock()
 _warned = False
+_notice_dir: Path | None = None
 
 
 class SandboxUnavailable(OSError):
@@ -116,9 +121,29 @@ def resolve(mechanism: str = "auto", python: str | None = None) -> str:
     with _warn_lock:
         if not _warned:
             _warned = True
-            log.warning("coding sandbox: %s; using the built-in fallback (namespaces via unshare, "
-                        "own uid, rlimits; see docs/sandbox.md)", why)
+            if _first_in_sweep():
+                log.warning("coding sandbox: %s; using the built-in fallback (namespaces via unshare, "
+                            "own uid, rlimits; see docs/sandbox.md)", why)
     return "fallback"
+
+
+def notice_once_in(sweep_dir: str | os.PathLike[str] | None) -> None:
+    """Say the fallback once for the sweep in ``sweep_dir`` (None: a single run, once per process)."""
+    global _notice_dir
+    _notice_dir = Path(sweep_dir) if sweep_dir else None
+
+
+def _first_in_sweep() -> bool:
+    """True unless another process of this sweep said it already (its marker file exists)."""
+    if _notice_dir is None:
+        return True
+    try:
+        os.close(os.open(_notice_dir / NOTICE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # no marker to be had: better said twice than never
+    return True
 
 
 @cache

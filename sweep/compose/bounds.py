@@ -528,6 +528,8 @@ def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
 
 def markdown() -> str:
     """docs/config-keys.md: the table, generated (a test keeps the committed file in step)."""
+    from sweep.compose.known_keys import free_places
+
     lines = ["# Config keys: types and bounds", "",
              "Generated from the key table `sweep/compose/keys.py` (`RULES`); regenerate with",
              "`python -c 'from sweep.compose.bounds import markdown; print(markdown(), end=\"\")' "
@@ -540,6 +542,14 @@ def markdown() -> str:
              "holding what its format says), `outdir` is written (it exists and is writable, or",
              "can be made), `subpath` stays inside its directory (`sweep/compose/input_files.py`);",
              "the `hydra.*` rows are Hydra's keys a run depends on (`sweep/compose/hydra_checks.py`).", "",
+             "A key that does not exist is refused with the nearest ones (`spec.budgit=4`: \"did you mean",
+             "spec.budget?\"), and so is a key added with `+` that nothing reads (no row here, no",
+             "interpolation of a template names it: it would change nothing). Keys of your own go",
+             "where a mapping is free-form -- no child of it has a row: "
+             + ", ".join(f"`{p}`" for p in free_places()) + " --",
+             "or into a template that names them (`${spec.myknob}` in a render block of your own);",
+             "`hydra.*` is Hydra's (it refuses its unknown keys itself), `optuna.*` what the search",
+             "sweeper passes its jobs (`sweep/compose/known_keys.py`).", "",
              "| key | kind | allowed | what |", "|---|---|---|---|"]
     for key, rule in RULES.items():
         if rule.kind in ("int", "float", "ints", "floats"):

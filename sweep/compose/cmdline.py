@@ -16,6 +16,7 @@ command's boundary prints it); :func:`check` prints it itself.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from typing import Any, Sequence
 
@@ -53,9 +54,7 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
                            f"{param}=choice(...) (a key of the config), or add it with +hydra.sweeper.params")
     m = re.search(r"Could not override '([^']+)'", text) or re.search(r"Key '([^']+)' is not in struct", text)
     if m:
-        key = m.group(1)
-        return ConfigError(key, "no such key; to add a new one write +" + key + "=VALUE "
-                           "(keys of each group: python -m sweep --cfg job)")
+        return _no_such_key(m.group(1), overrides)
     m = re.search(r"Error merging override \+*([^=\s]+)=", text)
     if m:  # a value of the wrong shape for the key (a mapping for a list, ...)
         cause = str(exc.__cause__ or "").strip().splitlines()
@@ -64,6 +63,29 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
     key = getattr(exc, "full_key", None)
     first = next((line for line in text.splitlines() if line.strip()), text)
     return ConfigError(str(key) if key else "overrides", first.strip())
+
+
+def _no_such_key(key: str, overrides: Sequence[str]) -> ConfigError:
+    """A key the config does not have: the nearest keys it has; ``+key`` only where a new key is read."""
+    from sweep.compose import known_keys
+
+    place = known_keys.free_place_of(key)
+    if place is not None:  # a key of your own under a free-form mapping: adding it is the way
+        return ConfigError(key, f"not set yet; {place} takes keys of your own: add it with +{key}=VALUE")
+    others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    try:
+        candidates = known_keys.flat_keys(config_source.compose(_implied(others), hydra_config=True))
+    except Exception:  # noqa: BLE001 - the other overrides do not compose either: the key table's keys
+        candidates = []
+    near = known_keys.nearest(key, candidates)
+    hint = f"did you mean {' or '.join(near)}?" if near else "no key is close to it"
+    return ConfigError(key, f"no such key; {hint} (python -m sweep --cfg job lists them all)")
+
+
+def _implied(overrides: Sequence[str]) -> list[str]:
+    from sweep.compose.group_defaults import implied
+
+    return implied(overrides)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -252,6 +274,16 @@ def _args(argv: Sequence[str]) -> Any:
     return args
 
 
+def parse_args(argv: Sequence[str]) -> Any:
+    """Hydra's reading of ``python -m sweep <argv>`` (flags, overrides); a usage error is one line."""
+    return _args(argv)
+
+
+def fixed_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides that are not sweeps (``spec.budget=4,8`` is one; ``workload=smoke`` is not)."""
+    return [o.input_line for o in _parse(overrides) if not o.is_sweep_override() and o.input_line]
+
+
 def validate(argv: Sequence[str]) -> None:
     """Validate the jobs ``python -m sweep <argv>`` would run; raises ConfigError (or StorageError).
 
@@ -286,6 +318,12 @@ def _validate(args: Any) -> None:
 
     parsed = _parse(args.overrides)
     multirun = bool(args.multirun)
+    if not multirun:  # Hydra: "Ambiguous value for argument" / "Sweep parameters ... requires --multirun"
+        for o in parsed:
+            if o.is_sweep_override():
+                value = o.input_line.split("=", 1)[-1]
+                raise ConfigError(o.key_or_group, f"{value} is several values, a sweep: add -m "
+                                  f"(python -m sweep -m {shlex.join(args.overrides)})")
     for o in parsed:
         if multirun and o.is_sweep_override() and re.match(r"hydra[./]", o.key_or_group):
             raise ConfigError(o.key_or_group, "Hydra's own settings take one value per run, not a sweep "
@@ -301,10 +339,32 @@ def _validate(args: Any) -> None:
             from_omegaconf(cfg)
     if args.cfg is not None:
         return
+    from sweep.compose import known_keys
+
+    # a key added with + that nothing reads would change nothing: refused (sweep/compose/known_keys.py)
+    known_keys.check_added(parsed, head, groups=[str(o.key_or_group) for o in parsed
+                                                if "." not in str(o.key_or_group)
+                                                and config_source.group_options(str(o.key_or_group))],
+                           exists=lambda key: _has_key(key, [o.input_line for o in parsed
+                                                             if o.input_line and not o.is_force_add()
+                                                             and not o.is_sweep_override()]))
     hydra_checks.check(head, multirun=multirun, custom_sweeper=custom)
     if custom:
         hydra_checks.check_search_space(head, [o.input_line for o in parsed
                                                if o.is_sweep_override() and o.input_line], fixed, compose)
+
+
+def _has_key(key: str, overrides: Sequence[str]) -> bool:
+    """Whether the config composed from ``overrides`` has ``key`` (``++key=v`` then only sets it)."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.select(compose(overrides, hydra_config=True), key, default=_ABSENT) is not _ABSENT
+    except SweepError:
+        return False
+
+
+_ABSENT = object()
 
 
 def _without_hydra(cfg: Any) -> Any:

@@ -12,7 +12,9 @@ stays null so the flag is dropped; ``${sweep.not:x}`` is true where ``x`` is fal
 null otherwise, for a negative flag (vLLM's ``--no-enable-prefix-caching``). ``${sweep.engines_dir:}`` and
 ``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
 (:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
-model group its weights without a path spelled in Python.
+model group its weights without a path spelled in Python. ``${sweep.objective:metric,metrics}``
+names what a study maximises: ``objective.metric``, or every key of a multi-objective
+study's ``objective.metrics`` joined by ``+`` (its study name says both).
 """
 
 from __future__ import annotations
@@ -38,8 +40,16 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.csv", _csv)
     if not OmegaConf.has_resolver("sweep.engines_dir"):
         OmegaConf.register_new_resolver("sweep.engines_dir", lambda: str(_engine_paths.engines_dir()))
+    if not OmegaConf.has_resolver("sweep.objective"):
+        OmegaConf.register_new_resolver("sweep.objective", _objective)
     if not OmegaConf.has_resolver("sweep.cpu_target"):
         OmegaConf.register_new_resolver("sweep.cpu_target", _engine_paths.cpu_target)
+
+
+def _objective(metric: Any, metrics: Any = None) -> str:
+    if isinstance(metrics, (list, tuple, ListConfig)) and len(metrics) > 0:
+        return "+".join(str(m) for m in metrics)
+    return str(metric)
 
 
 def _when(cond: Any, value: Any) -> Any:

@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from sweep.score.names import LABELS
+
 log = logging.getLogger("sweep.record.tracking")
 
 UI_VIEW_KEY = "specsweep-trials"
@@ -26,9 +28,10 @@ UI_VIEW = {
     "orderByKey": "metrics.`objective`", "orderByAsc": False,
     # the headline figures first, as short-named tags rounded to 4 significant figures
     # (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
-    "selectedColumns": ["tags.`status`", "tags.`tok/s`", "tags.`conc`", "tags.`speedup`", "tags.`accept len`",
-                        "tags.`accept rate`", "tags.`max load`", "tags.`TTFT ms`", "tags.`TPOT ms`",
-                        "tags.`pass`", "tags.`failure.reason`", "tags.`peak tok/s`", "tags.`USD/Mtok`",
+    "selectedColumns": ["tags.`status`", *(f"tags.`{LABELS[k]}`" for k in (
+                            "tok_s_lowc", "headline_concurrency", "speedup_vs_baseline", "accept_len", "accept_rate",
+                            "max_load", "ttft_ms_p50", "tpot_ms_p50", "coding_pass_rate")),
+                        "tags.`failure.reason`", *(f"tags.`{LABELS[k]}`" for k in ("tok_s_peak", "usd_per_mtok")),
                         "tags.`config`", "tags.`config.id`"],
     # like with like: one group per box, model, workload matrix and objective (sweep/score/configs.py
     # group_label: the report's groups), so a 12-cell run is never ranked with a one-cell one

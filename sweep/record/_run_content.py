@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from sweep import secrets
 from sweep.record.result import TrialResult, clean_number
+from sweep.score.names import LABELS
 
 TAG_RESULT_ID = "specsweep.result_id"
 TAG_KIND = "specsweep.kind"
@@ -149,16 +150,16 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
     return {k: v for k, v in tags.items() if v is not None and v != ""}
 
 
-# Headline metrics shown rounded in the shipped view, as tags with short names (a column header
-# is the tag's name; the metrics keep full precision under their own names).
-ROUNDED = {"tok_s_lowc": "tok/s", "headline_concurrency": "conc", "speedup_vs_baseline": "speedup",
-           "accept_len": "accept len", "accept_rate": "accept rate", "ttft_ms_p50": "TTFT ms",
-           "tpot_ms_p50": "TPOT ms", "tok_s_peak": "peak tok/s", "coding_pass_rate": "pass",
-           "usd_per_mtok": "USD/Mtok", "greedy_identical": "greedy same", "max_load": "max load"}
+# Headline metrics shown rounded in the shipped view, as tags named by their labels (a column
+# header is the tag's name: the one label each figure has, sweep/score/names.py; the metrics keep
+# full precision under their own keys).
+ROUNDED = {k: LABELS[k] for k in ("tok_s_lowc", "headline_concurrency", "speedup_vs_baseline", "accept_len",
+                                  "accept_rate", "ttft_ms_p50", "tpot_ms_p50", "tok_s_peak", "coding_pass_rate",
+                                  "usd_per_mtok", "greedy_identical", "max_load")}
 
 
 def rounded_tags(doc: TrialResult) -> dict[str, str]:
-    """``tok/s``, ``TTFT ms``, ...: headline metrics to 4 significant figures, what the UI's
+    """``low-load tok/s``, ``TTFT ms p50``, ...: headline metrics to 4 significant figures, what the UI's
     trials view shows as columns (:data:`ROUNDED`)."""
     from sweep.report.records import rounded
     from sweep.score.metrics import honest

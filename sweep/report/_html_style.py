@@ -27,7 +27,11 @@ h3 { font-size:15px; margin:20px 0 8px; }
 .tablewrap { overflow-x:auto; border:1px solid var(--line); border-radius:8px; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
 th, td { padding:5px 8px; border-bottom:1px solid var(--line); text-align:left; white-space:nowrap; }
-th { background:var(--soft); font-weight:600; font-size:12px; color:#424a53; position:sticky; top:0; }
+th { background:var(--soft); font-weight:600; font-size:12px; color:#424a53; position:sticky; top:0;
+     white-space:normal; vertical-align:bottom; min-width:4.5em; }
+table.ranking td.name { white-space:normal; overflow-wrap:anywhere; min-width:12em; max-width:19em; }
+table.ranking td.status { white-space:normal; min-width:6em; max-width:11em; }
+table.ranking td.n, table.ranking th.n { padding:5px 6px; }
 td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
 tbody tr:last-child td { border-bottom:none; }
 tbody tr:nth-child(even) td { background:#fbfcfd; }

@@ -162,9 +162,11 @@ class Group:
 
     @property
     def headline_label(self) -> str:
-        """``tok/s c2`` when every row has the same headline concurrency."""
+        """``low-load tok/s (c2)`` when every row has the same headline concurrency (sweep/score/names.py)."""
+        from sweep.score.names import label
+
         levels = {r.head.concurrency for r in self.rows if r.head.concurrency is not None}
-        return f"tok/s c{levels.pop()}" if len(levels) == 1 else "tok/s low c"
+        return label("tok_s_lowc", levels.pop() if len(levels) == 1 else None)
 
     @property
     def hardware_label(self) -> str:
@@ -195,8 +197,11 @@ class Group:
 
     @property
     def label(self) -> str:
+        from sweep.score.names import objective_label
+
+        wanted = objective_label(self.objective_name, self.rows[0].objective.metrics)  # a study's metrics: each
         return (f"{self.hardware_label} · {self.model_label} · workload {self.workload_label} · "
-                f"objective {self.objective_name}" + (" · simulated" if self.simulated else ""))
+                f"objective {wanted}" + (" · simulated" if self.simulated else ""))
 
 
 def _load_label(wl: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from sweep.report import svg
 from sweep.report.compare import Group
+from sweep.score.names import LABELS
 from sweep.report.frontier import gpus_of, points_of
 from sweep.report.schedule import Schedule, schedules_of
 from sweep.report.schedule_text import summary_lines
@@ -49,62 +50,86 @@ def _schedule_table(s: Schedule) -> str:
             f'<td style="white-space:normal">{missed}</td></tr>')
     num = ' class="n"'
     head = "".join(f"<th{num if i in (0, 2, 3, 4) else ''}>{h}</th>" for i, h in enumerate(
-        (escape(s.unit), "best feasible config", "tok/s [95%]", "n", "speedup vs AR", "tied within noise",
-         "missed the SLO / failed requests")))
+        (escape(s.unit), "best feasible config", LABELS["output_tok_s"] + " [95%]", "n",
+         LABELS["speedup_vs_baseline"], "tied within noise", "missed the SLO / failed requests")))
     return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
             "</tbody></table></div>")
 
 
-def _envelope_chart(s: Schedule) -> str:
+def _color(name: str, i: int, base: set[str], colors: dict[str, str] | None) -> str:
+    """The page's colour for a config (sweep/report/html.py palette), else one of its own."""
+    if colors is not None and name in colors:
+        return colors[name]
+    return svg.GREY if name in base else svg.color(i)
+
+
+def _envelope_chart(s: Schedule, colors: dict[str, str] | None = None) -> str:
     base = {r.name for r in s.rows if r.is_baseline}
     series = []
     for i, (name, pts) in enumerate(sorted(s.curves.items())):
-        series.append(svg.Series(name, svg.GREY if name in base else svg.color(i),
+        series.append(svg.Series(name, _color(name, i, base, colors),
                                  [(x, y) for x, y, _ in pts], [ci for _, _, ci in pts],
                                  [f"{name}: {s.unit} {x:g}: {y:,.1f} tok/s" for x, y, _ in pts],
                                  dashed=name in base))
     env = s.envelope
-    if env:
-        series.append(svg.Series("best feasible (envelope)", "#222", env, tips=[
+    if env:  # drawn first, its points as rings: the best config's own point stays visible inside
+        series.insert(0, svg.Series("best feasible (envelope)", "#222", env, tips=[
             f"best at {s.unit} {lv.load:g}: {lv.best.name}" for lv in s.levels if lv.best is not None],
-            dashed=True))
+            dashed=True, ring=True))
     loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
     log2 = s.over == "concurrency" and bool(loads) and loads[0] > 0 and loads[-1] >= 4 * loads[0]
     chart = svg.line_chart(series, title=f"tok/s vs {s.unit}, context {s.context}",
                            x_label="request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)",
-                           y_label="output tok/s", log2_x=log2, width=620, height=330)
+                           y_label="output tok/s", log2_x=log2, x_ticks=loads)  # ticks: the measured loads only
     chips = "".join(f'<span><i style="background:{x.color}"></i>{escape(x.label)}</span>' for x in series)
-    return (f'<figure class="wide">{chart}<figcaption><div class="legend">{chips}</div>One line per config '
-            "(dashed grey: the spec=none baseline); the dashed black line is the best feasible config at each "
-            "measured load (the envelope) -- where it changes hands is a crossover.</figcaption></figure>")
+    return (f'<figure>{chart}<figcaption><div class="legend">{chips}</div>One line per config '
+            "(dashed grey: the spec=none baseline); the dashed black line and rings mark the best feasible config at "
+            "each measured load (the envelope) -- where it changes hands is a crossover; configs that fail the "
+            "correctness gate are left out.</figcaption></figure>")
 
 
-def _pareto_chart(g: Group, slo: object) -> str:
+def _pareto_chart(g: Group, slo: object, colors: dict[str, str] | None = None) -> str:
     pts = points_of(g, slo)  # type: ignore[arg-type]
     if not pts:
         return ""
     _, unit = gpus_of(g)
     names = sorted({p.name for p in pts})
     base = {r.name for r in g.rows if r.is_baseline}
-    series = [svg.Series(n, svg.GREY if n in base else svg.color(i),
+    series = [svg.Series(n, _color(n, i, base, colors),
                          [(p.per_user, p.per_gpu) for p in pts if p.name == n],
                          tips=[f"{p.label}: {p.per_user:,.1f} tok/s per user, {p.per_gpu:,.1f} tok/s {unit}"
                                + ("" if p.meets_slo else " (missed the SLO)") for p in pts if p.name == n])
               for i, n in enumerate(names)]
     front = [(p.per_user, p.per_gpu) for p in pts if p.on_front]
+    from sweep.report.records import short_names
+
+    short = dict(zip((r.name for r in g.rows), short_names(g)))  # "b8 t4": the knobs that differ
     chart = svg.scatter_front(series, front, title=f"Tok/s per user vs tok/s {unit}",
                               x_label="tok/s per user (interactivity)", y_label=f"output tok/s {unit}",
-                              width=620, height=360,
-                              labels={(p.per_user, p.per_gpu): p.label for p in pts if p.on_front},
+                              labels={(p.per_user, p.per_gpu): f"{short.get(p.name, p.name)} ctx{p.context} c{p.load:g}"
+                                      for p in pts if p.on_front},
                               hollow={(p.per_user, p.per_gpu) for p in pts if not p.meets_slo})
     chips = "".join(f'<span><i style="background:{x.color}"></i>{escape(x.label)}</span>' for x in series)
-    return (f'<figure class="wide">{chart}<figcaption><div class="legend">{chips}</div>One point per config '
+    return (f'<figure>{chart}<figcaption><div class="legend">{chips}</div>One point per config '
             "and load (every cell of every trial that passes the correctness gate); the dotted line is the "
             "Pareto front, its points labelled (config, context, load); rings missed the SLO.</figcaption></figure>")
 
 
-def deployment_section(groups: Sequence[Group]) -> str:
-    """``<section id="deployment">``: per group and context the schedule, then the group's front."""
+def drawn(groups: Sequence[Group]) -> dict[int, tuple[set[int], bool]]:
+    """Per group (1-based): the contexts whose tok/s chart this section draws, and whether it draws the
+    group's user-vs-box front -- the group's own section leaves those out (each chart once)."""
+    out = {}
+    for i, g in enumerate(groups, 1):
+        scheds = schedules_of(g)
+        if scheds:
+            out[i] = ({s.context for s in scheds}, bool(points_of(g, scheds[0].slo)))
+    return out
+
+
+def deployment_section(groups: Sequence[Group], colors: dict[str, str] | None = None) -> str:
+    """``<section id="deployment">``: per group and context the schedule, then the charts: tok/s against
+    load per context (with the best envelope) and the group's user-vs-box front, side by side.
+    ``colors``: the page's colour per config."""
     parts = []
     for i, g in enumerate(groups, 1):
         scheds = schedules_of(g)
@@ -114,11 +139,11 @@ def deployment_section(groups: Sequence[Group]) -> str:
         for s in scheds:
             slo = s.slo.label() if s.slo is not None else "no SLO set (objective.slo): every cell counts"
             lines = "".join(f"<li>{escape(line)}</li>" for line in summary_lines(s))
-            body.append(f"<h3>Context {s.context} · {escape(slo)}</h3>{_schedule_table(s)}<ul>{lines}</ul>"
-                        f'<div class="charts">{_envelope_chart(s)}</div>')
-        body.append(f'<div class="charts">{_pareto_chart(g, scheds[0].slo)}</div>')
+            body.append(f"<h3>Context {s.context} · {escape(slo)}</h3>{_schedule_table(s)}<ul>{lines}</ul>")
+        charts = [_envelope_chart(s, colors) for s in scheds] + [_pareto_chart(g, scheds[0].slo, colors)]
+        body.append(f'<div class="charts">{"".join(charts)}</div>')
         body.append(study_front_html(g))
-        parts.append(f"<h2>Group {i}: {escape(g.hardware_label)} · {escape(g.model_label)} · "
+        parts.append(f'<h2 id="deployment-{i}">Group {i}: {escape(g.hardware_label)} · {escape(g.model_label)} · '
                      f"{escape(g.rows[0].workload)}</h2>{''.join(body)}")
     if not parts:
         return ""

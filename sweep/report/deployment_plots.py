@@ -11,7 +11,7 @@ from typing import Sequence
 
 from sweep.report.compare import Group
 from sweep.report.frontier import Point, gpus_of
-from sweep.report.plots import _figure, _legend, _save
+from sweep.report.plots import _figure, _legend, _save, label_inside
 from sweep.report.schedule import Schedule
 
 
@@ -30,17 +30,20 @@ def envelope_png(s: Schedule, path: Path) -> Path | None:
     if env:
         ax.plot([x for x, _ in env], [y for _, y in env], color="black", linewidth=5, alpha=0.18,
                 solid_capstyle="round", label="best feasible (envelope)")
+        loads_seen = [lv.load for lv in s.levels]
+        tops = [y for pts in s.curves.values() for _, y, _ in pts]
+        log2 = s.over == "concurrency" and min(loads_seen) > 0 and max(loads_seen) >= 4 * min(loads_seen)
         for lv in s.levels:
             if lv.best is not None:
                 tag = lv.best.name + (" ≈" if lv.tied else "")
-                ax.annotate(tag, (lv.load, lv.best.tok_s), textcoords="offset points", xytext=(4, 6),
-                            fontsize="x-small", rotation=20)
+                label_inside(ax, tag, lv.load, lv.best.tok_s, loads_seen, tops, log2_x=log2)
     for c in s.crossovers:
         ax.axvline(c.load, color="red" if c.kind == "baseline" else "grey", linestyle=":", linewidth=1)
     loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
     if s.over == "concurrency" and loads and loads[0] > 0 and loads[-1] >= 4 * loads[0]:
         ax.set_xscale("log", base=2)
-        ax.set_xticks(loads, [f"{x:g}" for x in loads])
+    ax.set_xticks(loads, [f"{x:g}" for x in loads])  # ticks on the measured loads only
+    ax.set_ylim(bottom=0)  # throughput from 0: a small gap looks small
     ax.set_xlabel("request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)")
     ax.set_ylabel("output tok/s (the box)")
     ax.grid(True, alpha=0.3)
@@ -68,15 +71,18 @@ def pareto_png(points: Sequence[Point], title: str, unit: str, path: Path, max_l
             ax.scatter([p.per_user for p in missed], [p.per_gpu for p in missed], s=16, facecolors="none",
                        edgecolors=color, alpha=0.75)
     front = sorted((p for p in points if p.on_front), key=lambda p: p.per_user)
-    if front:
-        ax.plot([p.per_user for p in front], [p.per_gpu for p in front], color="black", linewidth=1.2,
-                marker="D", markersize=4, label="Pareto front")
+    if front:  # rings on top: the points under the front stay visible
+        ax.plot([p.per_user for p in front], [p.per_gpu for p in front], color="black", linewidth=1.0,
+                linestyle=":", marker="o", markersize=9, markerfacecolor="none", markeredgewidth=1.2,
+                label="Pareto front", zorder=3)
+        xs, ys = [p.per_user for p in points], [p.per_gpu for p in points]
         for p in front[:max_labels]:
-            ax.annotate(p.label, (p.per_user, p.per_gpu), textcoords="offset points", xytext=(4, 4),
-                        fontsize="xx-small")
+            label_inside(ax, p.label, p.per_user, p.per_gpu, xs, ys, size="xx-small")
     if any(not p.meets_slo for p in points):
         ax.scatter([], [], s=16, facecolors="none", edgecolors="grey", label="hollow: missed the SLO")
-    ax.set_xlabel("tok/s per user (per-stream: interactivity)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("tok/s per user (interactivity)")
     ax.set_ylabel(f"output tok/s {unit} (throughput)")
     ax.grid(True, alpha=0.3)
     _legend(ax, "xx-small")

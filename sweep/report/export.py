@@ -14,7 +14,8 @@ import json
 from typing import Any, Sequence
 
 from sweep.report.compare import Group
-from sweep.report.records import FIELDS, record, records, rounded
+from sweep.report.records import FIELDS, objective_columns, record, records, rounded
+from sweep.score.names import LABELS, speedup
 
 
 def to_csv(groups: Sequence[Group]) -> str:
@@ -33,7 +34,8 @@ def to_json(groups: Sequence[Group], title: str) -> str:
         doc["groups"].append({
             "label": g.label, "hardware": g.hardware_label, "model": g.model_label,
             "workload": g.workload_label, "objective": g.objective_name, "simulated": g.simulated,
-            "headline": g.headline_label, "best": best.name if best is not None else None,
+            "headline": g.headline_label, "objective_columns": [name for name, _ in objective_columns(g)],
+            "best": best.name if best is not None else None,
             "leader": g.leader.name if g.leader is not None else None, "verdict": g.verdict,
             "tied_within_noise": [c.key.name for c in g.ties.tied] if g.ties is not None else [],
             "noise": g.noise_line,
@@ -42,11 +44,12 @@ def to_json(groups: Sequence[Group], title: str) -> str:
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
-MD_COLUMNS = (  # (header, record key, digits)
-    ("#", "rank", 0), ("trial", "trial", 0), ("status", "status", 0), ("speedup", "speedup_vs_baseline", 3),
-    ("peak tok/s", "tok_s_peak", 4), ("accept", "accept_len", 3), ("accept rate", "accept_rate", 3),
-    ("greedy same", "greedy_identical", 3), ("pass", "coding_pass_rate", 3),
-    ("TTFT p50/p90/p99 ms", "ttft", 3), ("TPOT p50/p90/p99 ms", "tpot", 3), ("$/Mtok", "usd_per_mtok", 3),
+MD_COLUMNS = (  # (header, record key, digits): headers are the figures' labels (sweep/score/names.py)
+    ("#", "rank", 0), ("trial", "trial", 0), ("status", "status", 0),
+    (LABELS["speedup_vs_baseline"], "speedup_vs_baseline", 3), (LABELS["tok_s_peak"], "tok_s_peak", 4),
+    (LABELS["accept_len"], "accept_len", 3), (LABELS["accept_rate"], "accept_rate", 3),
+    (LABELS["greedy_identical"], "greedy_identical", 3), (LABELS["coding_pass_rate"], "coding_pass_rate", 3),
+    ("TTFT ms p50/p90/p99", "ttft", 3), ("TPOT ms p50/p90/p99", "tpot", 3), (LABELS["usd_per_mtok"], "usd_per_mtok", 3),
 )
 
 
@@ -63,7 +66,7 @@ def _cell(rec: dict[str, Any], key: str, digits: int) -> str:
         reason = rec["failure_reason"]
         return str(rec["status"]) + (f": {reason}" if reason and reason != rec["status"] else "")
     if key == "speedup_vs_baseline" and rec[key] is not None:
-        return f"{rounded(float(rec[key]), digits)}x"
+        return speedup(float(rec[key]))
     return _text(rec[key], digits)
 
 
@@ -96,13 +99,15 @@ def to_markdown(groups: Sequence[Group], title: str) -> str:
         elif g.leader is not None:
             lines += [f"No best yet: **{g.leader.name}** leads ({g.headline_label} "
                       f"{headline_text(record(g, g.leader))}); {g.noise_line}", ""]
-        headers = [h for h, _, _ in MD_COLUMNS[:3]] + [g.headline_label] + [h for h, _, _ in MD_COLUMNS[3:]]
+        extra = objective_columns(g)  # the objective's own figure (max load, goodput ...) when not shown
+        headers = [h for h, _, _ in MD_COLUMNS[:3]] + [name for name, _ in extra] + [g.headline_label] \
+            + [h for h, _, _ in MD_COLUMNS[3:]]
         lines.append("| " + " | ".join(headers) + " |")
         lines.append("|" + "|".join("---:" if i not in (1, 2) else "---" for i in range(len(headers))) + "|")
         for r in g.rows:
             rec = record(g, r)
             cells = [_cell(rec, k, d) for _, k, d in MD_COLUMNS]
-            cells.insert(3, headline_text(rec))
+            cells[3:3] = [*(_text(rec[key], 4) for _, key in extra), headline_text(rec)]
             if r is best:
                 cells[1] = f"**{cells[1]}**"
             elif r.tied_with_best:
@@ -111,5 +116,5 @@ def to_markdown(groups: Sequence[Group], title: str) -> str:
         lines.append("")
     lines.append("Best feasible: status ok, meets the objective's constraints (coding pass rate, errors, "
                  "TTFT SLO). ≈: tied with the best within noise (95% intervals overlap). "
-                 "Speedup: headline tok/s over the spec=none baseline of the same group.")
+                 "Speedup: low-load tok/s over the spec=none baseline of the same group.")
     return "\n".join(lines) + "\n"

@@ -26,8 +26,10 @@ from sweep.record.result import TrialResult
 from sweep.report import svg
 from sweep.report._html_style import CSS
 from sweep.report.compare import Group, Row, build_groups
-from sweep.report.records import headline_cell, interval, record, rerun_command
+from sweep.report.records import (headline_cell, interval, objective_columns, objective_text, record,
+                                  rerun_command, short_names)
 from sweep.score.metrics import ok_cells
+from sweep.score.names import LABELS, shown
 
 FILENAME = "report.html"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -41,14 +43,16 @@ def _td(text: str, num: bool = True) -> str:
     return f'<td class="n">{text}</td>' if num else f"<td>{text}</td>"
 
 
-def _colors(g: Group) -> dict[int, str]:
-    out, i = {}, 0
-    for r in g.rows:
-        if r.is_baseline:
-            out[id(r)] = svg.GREY
-        elif r.doc.ok:
-            out[id(r)] = svg.color(i)
-            i += 1
+Colors = dict[str, str]  # a config's name -> its colour, the same in every chart of the page
+
+
+def palette(groups: Sequence[Group]) -> Colors:
+    """One colour per config across the whole page (first come, first served; baselines grey)."""
+    out: Colors = {}
+    for g in groups:
+        for r in g.rows:
+            if r.name not in out and (r.is_baseline or r.doc.ok):
+                out[r.name] = svg.GREY if r.is_baseline else svg.color(sum(c != svg.GREY for c in out.values()))
     return out
 
 
@@ -61,6 +65,16 @@ def _headline_html(g: Group, r: Row) -> str:
     return text
 
 
+def _objective_figure(g: Group, r: Row) -> tuple[str, str] | None:
+    """(label, value) of the figure the group's objective maximises when it is not the low-load tok/s
+    (a max-load study's max load, a goodput study's goodput), else None."""
+    extra = objective_columns(g)
+    if not extra:
+        return None
+    name, key = extra[0]
+    return name, shown(key if key != "objective_value" else "", record(g, r)[key])
+
+
 def _speedup_text(r: Row) -> str:
     if r.is_baseline and r.doc.ok:
         return "baseline"
@@ -68,9 +82,14 @@ def _speedup_text(r: Row) -> str:
 
 
 def _table(g: Group) -> str:
+    """The ranking: key columns first (rank, trial, status, the objective's own figure, low-load tok/s,
+    speedup), latencies as p50 / p99 (the cells table has p90 too), columns nobody filled left out;
+    headers wrap, so the table fits a 1400 px page (scrolling in its own box if it still cannot)."""
     best = g.best
-    head = ["#", "trial", "status", g.headline_label, "peak tok/s", "speedup", "accept len", "accept rate",
-            "coding", "TTFT ms p50/90/99", "TPOT ms p50/90/99", "errors", "$/Mtok", "startup s"]
+    extra = objective_columns(g)
+    head = ["#", "trial", "status", *(name for name, _ in extra), g.headline_label, LABELS["speedup_vs_baseline"],
+            LABELS["tok_s_peak"], LABELS["accept_len"], LABELS["accept_rate"], LABELS["coding_pass_rate"],
+            "TTFT ms p50 / p99", "TPOT ms p50 / p99", LABELS["errors"], LABELS["usd_per_mtok"], LABELS["startup_s"]]
     rated = any(r.speculation.rate is not None for r in g.rows)
     priced = any(r.metrics.usd_per_mtok is not None for r in g.rows)
     erred = any(r.metrics.errors for r in g.rows)
@@ -81,28 +100,33 @@ def _table(g: Group) -> str:
         status = escape(r.status_text)
         if r.doc.ok and not r.feasible:
             status += " (infeasible)"
-        lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 90, 99))
+        lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 99))
                for k in ("ttft", "tpot")}
         mark = "★ " if r is best else "≈ " if r.tied_with_best or (best is None and r is g.leader
                                                                      and g.verdict == "tied") else ""
         peak_nd = 0 if (rec["tok_s_peak"] or 0) >= 100 else 1  # 0.5 tok/s is not "0"
         rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
-                    f"<td>{escape(r.name)}" + (f' <small class="muted">×{r.copies}</small>' if r.copies > 1 else "")
-                    + f"</td><td>{status}</td>{_td(_headline_html(g, r))}"
-                    f"{_td(_f(rec['tok_s_peak'], peak_nd))}{_td(_speedup_text(r))}{_td(_f(rec['accept_len'], 2))}"
+                    f'<td class="name">{escape(r.name)}'
+                    + (f' <small class="muted">×{r.copies}</small>' if r.copies > 1 else "")
+                    + f'</td><td class="status">{status}</td>'
+                    + "".join(_td(escape(shown(key if key != "objective_value" else "", rec[key])))
+                              for _, key in extra)
+                    + f"{_td(_headline_html(g, r))}{_td(_speedup_text(r))}"
+                    f"{_td(_f(rec['tok_s_peak'], peak_nd))}{_td(_f(rec['accept_len'], 2))}"
                     + (_td(_rate_html(r)) if rated else "")
                     + f"{_td(_f(rec['coding_pass_rate'], 2))}{_td(lat['ttft'])}{_td(lat['tpot'])}"
                     + (_td(str(rec['errors'] if rec['errors'] is not None else '–')) if erred else "")
                     + (_td(_f(rec['usd_per_mtok'], 2)) if priced else "")
                     + f"{_td(_f(rec['startup_s'], 1))}</tr>")
     if not rated:  # no server reported a rate (or only baselines)
-        head.remove("accept rate")
+        head.remove(LABELS["accept_rate"])
     if not priced:  # no hardware.cost_per_hour: no column of dashes
-        head.remove("$/Mtok")
+        head.remove(LABELS["usd_per_mtok"])
     if not erred:  # no request failed anywhere in the group
-        head.remove("errors")
+        head.remove(LABELS["errors"])
     ths = "".join(f'<th class="{"n" if i in (0,) or i > 2 else ""}">{escape(h)}</th>' for i, h in enumerate(head))
-    return f'<div class="tablewrap"><table><thead><tr>{ths}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    return (f'<div class="tablewrap"><table class="ranking"><thead><tr>{ths}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
 def _rate_html(r: Row) -> str:
@@ -120,9 +144,9 @@ def _speculation_notes(g: Group) -> str:
     return "".join(f'<p class="note">{n}</p>' for n in notes)
 
 
-def _legend(g: Group, colors: dict[int, str]) -> str:
-    chips = [f'<span><i style="background:{colors[id(r)]}"></i>{escape(r.name)}</span>'
-             for r in g.rows if id(r) in colors]
+def _legend(g: Group, colors: Colors) -> str:
+    chips = [f'<span><i style="background:{colors[r.name]}"></i>{escape(r.name)}</span>'
+             for r in g.rows if r.name in colors]
     return f'<div class="legend">{"".join(chips)}</div>' if chips else ""
 
 
@@ -134,7 +158,7 @@ def _figure(chart: str, caption: str, wide: bool = False,
             "</figcaption></figure>")
 
 
-def _bars(g: Group, colors: dict[int, str]) -> str:
+def _bars(g: Group, colors: Colors) -> str:
     bars = []
     for r in g.rows:
         note = r.status_text if not r.doc.ok else ""
@@ -145,30 +169,32 @@ def _bars(g: Group, colors: dict[int, str]) -> str:
             note = "baseline"
         if value is None and not note:
             note = "no cell measured"
-        bars.append(svg.Bar(r.name, value, colors.get(id(r), svg.GREY), note, interval(headline_cell(r))))
-    return _figure(svg.bar_chart(bars, title=f"Headline throughput ({g.headline_label}) per configuration",
+        bars.append(svg.Bar(r.name, value, colors.get(r.name, svg.GREY), note, interval(headline_cell(r))))
+    return _figure(svg.bar_chart(bars, title=f"{g.headline_label} per configuration",
                                  x_label=f"output tok/s at concurrency {g.rows[0].head.concurrency}"),
                    "Best feasible first; bars end in the value (with its 95% interval when the cell was "
                    "repeated); trials that did not finish say why.", wide=True)
 
 
-def _per_context(g: Group, colors: dict[int, str]) -> list[str]:
+def _per_context(g: Group, colors: Colors, drawn: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """tok/s against concurrency per context -- for the contexts the deployment section does not draw
+    (its chart is the same lines with the best envelope: each chart once)."""
     ok = [r for r in g.rows if r.doc.ok and ok_cells(r.doc.cells)]
     levels = sorted({c.concurrency for r in ok for c in ok_cells(r.doc.cells)})
     if len(levels) < 2:
         return []
     out = []
-    for ctx in sorted({c.context for r in ok for c in ok_cells(r.doc.cells)}):
+    for ctx in sorted({c.context for r in ok for c in ok_cells(r.doc.cells)} - set(drawn)):
         series = []
         for r in ok:
             cells = [c for c in ok_cells(r.doc.cells) if c.context == ctx]
             if cells:
                 series.append(svg.Series(
-                    r.name, colors[id(r)], [(float(c.concurrency), float(c.output_tok_s or 0)) for c in cells],
+                    r.name, colors[r.name], [(float(c.concurrency), float(c.output_tok_s or 0)) for c in cells],
                     [interval(c) for c in cells],
                     [f"{r.name}: ctx {ctx}, conc {c.concurrency}: {c.output_tok_s:,.1f} tok/s" for c in cells],
                     dashed=r.is_baseline))
-        out.append(_figure(svg.line_chart(series, title=f"Aggregate tok/s, context {ctx}",
+        out.append(_figure(svg.line_chart(series, title=f"tok/s vs concurrency, context {ctx}",
                                           x_label="concurrency (in-flight requests)",
                                           y_label="output tok/s", log2_x=True),
                            f"Output tok/s of the box against concurrency at context {ctx}: one line per "
@@ -176,34 +202,26 @@ def _per_context(g: Group, colors: dict[int, str]) -> list[str]:
     return out
 
 
-def _short_names(g: Group) -> dict[int, str]:
-    """Each row by the spec knobs that differ within the group (``b8``, ``b16 t2``, ``none``)."""
-    keys = [k for k in ("spec", "budget", "topk", "window") if len({str(getattr(r, k)) for r in g.rows}) > 1]
-    abbr = {"spec": "", "budget": "b", "topk": "t", "window": "w"}
-    return {id(r): " ".join(f"{abbr[k]}{getattr(r, k)}" for k in keys if getattr(r, k) is not None)
-            or ("baseline" if r.is_baseline else "") for r in g.rows}
-
-
-def _pareto(g: Group, colors: dict[int, str]) -> list[str]:
+def _pareto(g: Group, colors: Colors) -> list[str]:
     from sweep.report.plots import pareto_front
 
     series, every = [], []
-    short = _short_names(g)
+    short = {id(r): n for r, n in zip(g.rows, short_names(g))}
     for r in g.rows:
         cells = [c for c in ok_cells(r.doc.cells) if c.per_stream_tok_s is not None] if r.doc.ok else []
         if cells:
             pts = [(float(c.per_stream_tok_s or 0), float(c.output_tok_s or 0)) for c in cells]
             every += pts
-            series.append(svg.Series(r.name, colors[id(r)], pts, tips=[
+            series.append(svg.Series(r.name, colors[r.name], pts, tips=[
                 f"{r.name}: ctx {c.context}, conc {c.concurrency}: {c.per_stream_tok_s:,.1f} per stream, "
                 f"{c.output_tok_s:,.1f} aggregate" for c in cells],
                 labels=[" ".join(x for x in (short[id(r)], f"ctx{c.context} c{c.concurrency}") if x)
                         for c in cells]))
     if not series:
         return []
-    chart = svg.scatter_front(series, pareto_front(every), title="Per-stream vs aggregate tok/s",
-                              x_label="per-stream tok/s (what one user sees)",
-                              y_label="aggregate tok/s (the box)")
+    chart = svg.scatter_front(series, pareto_front(every), title="tok/s per user vs tok/s of the box",
+                              x_label="tok/s per user (what one user sees)",
+                              y_label="tok/s (all streams: the box)")
     return [_figure(chart, "Every cell of every finished trial; the dotted line is the Pareto front: "
                            "no other cell is faster for both the user and the box. Points on it are "
                            "labelled with their configuration, context and concurrency.",
@@ -214,14 +232,14 @@ LATENCY_CHARTS = (("ttft", "TTFT", "time to first token"), ("tpot", "TPOT", "tim
                   ("itl", "ITL", "inter-token latency"))
 
 
-def _latency(g: Group, colors: dict[int, str]) -> list[str]:
+def _latency(g: Group, colors: Colors) -> list[str]:
     """TTFT, TPOT and ITL p50 (solid) and p99 (dashed) against concurrency, per context."""
     ok = [r for r in g.rows if r.doc.ok and ok_cells(r.doc.cells)]
     levels = sorted({c.concurrency for r in ok for c in ok_cells(r.doc.cells)})
     if len(levels) < 2:
         return []
     out = []
-    short = _short_names(g)
+    short = {id(r): n for r, n in zip(g.rows, short_names(g))}
     for ctx in sorted({c.context for r in ok for c in ok_cells(r.doc.cells)}):
         for key, name, what in LATENCY_CHARTS:
             series = []
@@ -231,7 +249,7 @@ def _latency(g: Group, colors: dict[int, str]) -> list[str]:
                     pts = [(float(c.concurrency), float(v)) for c in cells
                            if (v := c.get(f"{key}_ms_{q}")) is not None]
                     if pts:
-                        series.append(svg.Series(f"{r.name} {q}", colors[id(r)], pts, dashed=dashed, tips=[
+                        series.append(svg.Series(f"{r.name} {q}", colors[r.name], pts, dashed=dashed, tips=[
                             f"{short[id(r)] or r.name}: ctx {ctx}, conc {int(x)}: {name} {q} {y:,.1f} ms"
                             for x, y in pts]))
             if series:
@@ -243,8 +261,12 @@ def _latency(g: Group, colors: dict[int, str]) -> list[str]:
     return out
 
 
-def _knob_charts(g: Group) -> list[str]:
-    """Accept length and speedup against the budget (or topk), one line per other knob setting."""
+LINES = ("#57606a", "#a0a7b0", "#24292f", "#c5cbd3")  # the knob charts' lines: neutral, so colour means config
+
+
+def _knob_charts(g: Group, colors: Colors) -> list[str]:
+    """Accept length and speedup against the budget (or topk), one line per other knob setting;
+    each point in its config's colour (the page's colour for that config)."""
     spec = [r for r in g.rows if r.doc.ok and not r.is_baseline]
     for knob, other, label in (("budget", "topk", "draft budget (spec.budget)"),
                                ("topk", "budget", "draft topk (spec.topk)")):
@@ -268,10 +290,12 @@ def _knob_charts(g: Group) -> list[str]:
                                    ("speedup", "Speedup over the baseline", "× baseline")):
         series = []
         for i, (name, rows) in enumerate(sorted(lines.items())):
-            pts = [(float(getattr(r, knob)), v) for r in rows if (v := values_of[metric](r)) is not None]
+            kept = [(r, v) for r in rows if (v := values_of[metric](r)) is not None]
+            pts = [(float(getattr(r, knob)), v) for r, v in kept]
             if pts:
-                series.append(svg.Series(name, svg.color(i), pts, tips=[
-                    f"{name}, {knob} {x:g}: {y:.2f}" for x, y in pts]))
+                series.append(svg.Series(name, LINES[i % len(LINES)], pts, tips=[
+                    f"{r.name}: {name}, {knob} {x:g}: {y:.2f}" for (x, y), (r, _) in zip(pts, kept)],
+                    dashed=i % 2 == 1, point_colors=[colors.get(r.name, svg.GREY) for r, _ in kept]))
         if not series:
             if metric == "speedup":
                 out.append('<p class="note">No speedup: this group has no spec=none baseline '
@@ -280,11 +304,12 @@ def _knob_charts(g: Group) -> list[str]:
         chart = svg.line_chart(series, title=f"{title} vs {knob}", x_label=label, y_label=y_label,
                                log2_x=log2, y_zero=metric != "accept", x_ticks=sorted(values),
                                hlines=[(1.0, "baseline")] if metric == "speedup" else ())
-        caption = "Finished trials; " + {
+        caption = "Finished trials, each point in its config's colour; " + {
             "accept": "the trial's accept length over all cells (1 = no draft token accepted).",
             "rate": "accepted over drafted draft tokens (where the server counts them; else its own rate).",
             "speedup": "headline tok/s over the group's baseline."}[metric]
-        out.append(_figure(chart, caption, legend=[(s.label, s.color) for s in series]))
+        out.append(_figure(chart, caption, legend=[(("dashed: " if s.dashed else "") + s.label, s.color)
+                                                   for s in series]))
     return out
 
 
@@ -306,9 +331,9 @@ def _cells(g: Group) -> str:
                         f"{_td(str(c.errors))}{_td(tok)}{_td(_f(c.per_stream_tok_s))}{lat}"
                         f"{_td(_f(c.accept_len, 2))}{slo}</tr>")
         head = "".join(f'<th class="n">{h}</th>' for h in (
-            "ctx", "conc", "requests", "errors", "tok/s", "tok/s per stream", "TTFT p50/90/99 ms",
-            "ITL p50/90/99 ms", "TPOT p50/90/99 ms", "accept len",
-            *(("SLO attainment", "goodput tok/s") if judged else ())))
+            "ctx", "conc", "requests", "errors", LABELS["output_tok_s"], LABELS["per_stream_tok_s"],
+            "TTFT ms p50/90/99", "ITL ms p50/90/99", "TPOT ms p50/90/99", LABELS["accept_len"],
+            *(("SLO attainment", LABELS["goodput_tok_s"]) if judged else ())))
         spec = r.speculation
         said = []
         if spec.rate is not None:
@@ -322,13 +347,16 @@ def _cells(g: Group) -> str:
     return "".join(parts)
 
 
-def _group(g: Group, i: int) -> str:
-    colors = _colors(g)
+def _group(g: Group, i: int, colors: Colors, drawn: tuple[set[int], bool] = (set(), False)) -> str:
+    """One group; ``drawn``: the contexts whose tok/s chart, and whether the Pareto chart, the
+    deployment section draws for this group (each chart once on the page)."""
     best = g.best
     if best is not None:
         sp = f", {best.speedup:.2f}× the baseline" if best.speedup is not None and not best.is_baseline else ""
+        wanted = _objective_figure(g, best)  # a max-load study's best: its max load first
         verdict = (f'<div class="best">★ Best feasible: <b>{escape(best.name)}</b> — '
-                   f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}"
+                   + (f"{escape(wanted[0])} {escape(wanted[1])}, " if wanted else "")
+                   + f"{_f(best.head.tok_s)} {escape(g.headline_label)}{sp}"
                    f"<br><small>{escape(g.noise_line or '')}</small>"
                    f"<br><small>run it again: <code>{escape(rerun_command(best))}</code></small></div>")
     elif g.leader is not None:
@@ -341,10 +369,15 @@ def _group(g: Group, i: int) -> str:
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '
-            f"workload <b>{escape(g.workload_label)}</b> · objective <b>{escape(g.objective_name)}</b>"
+            f"workload <b>{escape(g.workload_label)}</b> · objective <b>{escape(objective_text(g))}</b>"
             + (' <span class="pill sim">simulated</span>' if g.simulated else "") + "</p>")
-    charts = [_bars(g, colors), *_per_context(g, colors), *_pareto(g, colors), *_knob_charts(g),
-              *_latency(g, colors)]
+    contexts, pareto_drawn = drawn
+    charts = [_bars(g, colors), *_per_context(g, colors, contexts), *([] if pareto_drawn else _pareto(g, colors)),
+              *_knob_charts(g, colors), *_latency(g, colors)]
+    if contexts or pareto_drawn:
+        front = " and the user-vs-box front" if pareto_drawn else ""
+        charts.append(f'<p class="muted">tok/s against concurrency{front} of this group: in the '
+                      f'<a href="#deployment-{i}">deployment section</a>.</p>')
     return (f'<section id="group-{i}" class="group"><h2>Group {i}: {escape(g.hardware_label)} · '
             f"{escape(g.model_label)} · {escape(g.rows[0].workload)}</h2>{meta}{verdict}{_table(g)}"
             f"{_speculation_notes(g)}"
@@ -381,7 +414,9 @@ def _cards(groups: Sequence[Group], docs: Sequence[TrialResult]) -> str:
     for i, g in enumerate(groups, 1):
         best = g.best or g.leader
         what = "best feasible" if g.best is not None else "leader (undecided)" if best else "best feasible"
-        value = f"{_f(best.head.tok_s)} <small>{escape(g.headline_label)}</small>" if best else "–"
+        wanted = _objective_figure(g, best) if best else None
+        value = ("–" if best is None else f"{escape(wanted[1])} <small>{escape(wanted[0])}</small>" if wanted
+                 else f"{_f(best.head.tok_s)} <small>{escape(g.headline_label)}</small>")
         sp = f" · {best.speedup:.2f}× baseline" if best and best.speedup and not best.is_baseline else ""
         cards.append(f'<div class="card"><div class="k">group {i}: {what}</div><div class="v">{value}</div>'
                      f'<div class="d">{escape(best.name) if best else "none feasible"}{sp}<br>'
@@ -393,33 +428,35 @@ FOOTER = """<footer><dl>
 <dt>Groups</dt><dd>Trials are compared only with trials on the same box and layout, model, workload matrix
 and load (arrival rate, prompts, temperature), simulated or not, with the same objective; a ranking never
 crosses groups.</dd>
-<dt>Headline tok/s</dt><dd>Output tok/s of the lowest measured concurrency at the shortest context
-(<code>tok_s_lowc</code>, its concurrency in the column header).</dd>
+<dt>Low-load tok/s</dt><dd>Output tok/s of the lowest measured concurrency at the shortest context
+(key <code>tok_s_lowc</code>; its concurrency in the column header: c1, c2 ...). Each figure has one
+name on this page, in the terminal and in MLflow's columns (docs/tracking.md lists them).</dd>
 <dt>Feasible</dt><dd>Ended ok and meets the objective's constraints (coding pass rate, zero request errors,
 an optional p99 TTFT limit).</dd>
-<dt>tok/s and per stream</dt><dd><i>tok/s</i> is the cell's output tokens over its wall time, every stream
+<dt>tok/s and tok/s per user</dt><dd><i>tok/s</i> is the cell's output tokens over its wall time, every stream
 together, time to first token and the gaps between requests included (the box's throughput);
-<i>per stream</i> is one stream's decode speed, its tokens over (end − first token). At concurrency 1 the
-per-stream figure is therefore a little above tok/s: it leaves out the TTFT.</dd>
+<i>tok/s per user</i> is one stream's decode speed, its tokens over (end − first token). At concurrency 1
+it is therefore a little above tok/s: it leaves out the TTFT.</dd>
 <dt>Accept length and rate</dt><dd>Accept length: tokens per target verify step (1 = no draft token
 accepted). Accept rate: accepted over drafted draft tokens, where the server counts them (llama.cpp,
 vLLM), else the server's own rate (SGLang's log).</dd>
-<dt>Speedup</dt><dd>Headline tok/s over the spec=none (autoregressive) baseline of the same group.</dd>
+<dt>Speedup</dt><dd>Low-load tok/s over the spec=none (autoregressive) baseline of the same group.</dd>
 <dt>Intervals</dt><dd>95% t-intervals over <code>workload.repeats</code> when a cell was measured more than once.</dd>
 </dl></footer>"""
 
 
-def _deployment(groups: Sequence[Group]) -> str:
-    """The deployment section; a bug there costs that section, never the page."""
+def _deployment(groups: Sequence[Group], colors: Colors) -> tuple[str, dict[int, tuple[set[int], bool]]]:
+    """The deployment section and what it draws per group (1-based); a bug there costs that
+    section, never the page."""
     try:
-        from sweep.report.deployment_html import deployment_section
+        from sweep.report.deployment_html import deployment_section, drawn
 
-        return deployment_section(groups)
+        return deployment_section(groups, colors), drawn(groups)
     except Exception as exc:  # noqa: BLE001
         import logging
 
         logging.getLogger(__name__).warning("report: deployment section skipped: %s", exc)
-        return ""
+        return "", {}
 
 
 def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | None = None,
@@ -428,8 +465,9 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
     when = (generated or dt.datetime.now()).strftime("%Y-%m-%d %H:%M")
     sim = all(d.simulated for d in docs) and docs
     nav = " · ".join(f'<a href="#group-{i}">group {i}</a>' for i in range(1, len(groups) + 1))
-    body = "".join(_group(g, i) for i, g in enumerate(groups, 1))
-    deployment = _deployment(groups)
+    colors = palette(groups)  # one colour per config on the whole page
+    deployment, drawn = _deployment(groups, colors)
+    body = "".join(_group(g, i, colors, drawn.get(i, (set(), False))) for i, g in enumerate(groups, 1))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from sweep.record.result import Cell, TrialResult
 from sweep.score.metrics import honest, ok_cells
+from sweep.score.names import label as figure_label
 
 Doc = TrialResult
 
@@ -55,6 +56,23 @@ def _legend(ax: Any, size: str) -> None:
         ax.legend(fontsize=size)
 
 
+def label_inside(ax: Any, text: str, x: float, y: float, xs: Sequence[float], ys: Sequence[float], *,
+                 log2_x: bool = False, size: str = "x-small") -> None:
+    """A point's label on the side that keeps it inside the plot: to the left of points in the
+    right part of the x range, below points near the top (a label past the frame is cut off)."""
+    import math
+
+    def pos(v: float) -> float:
+        return math.log2(v) if log2_x and v > 0 else v
+
+    lo, hi = pos(min(xs)), pos(max(xs))
+    right = hi > lo and (pos(x) - lo) / (hi - lo) > 0.55
+    top = max(ys) > 0 and y > 0.9 * max(ys)
+    ax.annotate(text, (x, y), textcoords="offset points", xytext=(-7 if right else 7, -9 if top else 6),
+                ha="right" if right else "left", va="top" if top else "bottom", fontsize=size,
+                annotation_clip=True)
+
+
 def _save(fig: Any, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -78,10 +96,11 @@ def throughput_vs_concurrency(doc: Doc, path: Path) -> Path | None:
         xs = [c.concurrency for c in row]
         agg.plot(xs, [c.output_tok_s for c in row], marker="o", label=f"ctx {ctx}")
         per.plot(xs, [c.per_stream_tok_s or 0.0 for c in row], marker="o", label=f"ctx {ctx}")
-    agg.set_ylabel("aggregate output tok/s")
-    per.set_ylabel("per-stream output tok/s")
+    agg.set_ylabel("output tok/s (all streams)")
+    per.set_ylabel("output tok/s per user")
     for ax in (agg, per):
         _concurrency_axis(ax, cells)
+        ax.set_ylim(bottom=0)  # throughput from 0: a small gap looks small
         _legend(ax, "small")
     fig.suptitle(f"Throughput vs concurrency: {_title(doc)}")
     return _save(fig, path)
@@ -158,8 +177,9 @@ def throughput_vs_spec(docs: Sequence[Doc], path: Path) -> Path | None:
             ax.set_xscale("log", base=2)  # budgets are usually powers of two
         ax.set_xticks(budgets, [f"{b:g}" for b in budgets])
         ax.margins(x=0.1)
+        ax.set_ylim(bottom=0)  # throughput from 0: the gaps between budgets look as large as they are
         ax.set_xlabel("draft budget (spec.budget)")
-        ax.set_ylabel(f"{metric} (output tok/s)")
+        ax.set_ylabel(figure_label(metric))
         ax.grid(True, alpha=0.3)
         _legend(ax, "small")
     fig.suptitle("Throughput vs speculative budget / topk")
@@ -199,15 +219,19 @@ def pareto(docs: Sequence[Doc], path: Path, max_legend: int = 12) -> Path | None
         every.extend(zip(xs, ys))
         ax.scatter(xs, ys, s=18, alpha=0.75, label=label)
     front = pareto_front(every)
-    ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.2,
-            marker="D", markersize=4, label="Pareto front")
+    ax.plot([p[0] for p in front], [p[1] for p in front], color="black", linewidth=1.0, linestyle=":",
+            marker="o", markersize=9, markerfacecolor="none", markeredgewidth=1.2, label="Pareto front",
+            zorder=3)  # rings: the points under them stay visible
+    xs, ys = [p[0] for p in every], [p[1] for p in every]
     for point in front:  # the configurations worth keeping, named where they sit
-        ax.annotate(names.get(point, ""), point, textcoords="offset points", xytext=(5, 5), fontsize="xx-small")
-    ax.set_xlabel("per-stream output tok/s (user speed)")
-    ax.set_ylabel("aggregate output tok/s (box throughput)")
+        label_inside(ax, names.get(point, ""), point[0], point[1], xs, ys, size="xx-small")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("output tok/s per user")
+    ax.set_ylabel("output tok/s (all streams: the box)")
     ax.grid(True, alpha=0.3)
     _legend(ax, "x-small")
-    fig.suptitle("Pareto: per-stream vs aggregate throughput, all trials and cells")
+    fig.suptitle("Pareto: tok/s per user vs tok/s of the box, all trials and cells")
     return _save(fig, path)
 
 

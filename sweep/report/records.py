@@ -81,6 +81,45 @@ def record(group: Group, row: Row) -> dict[str, Any]:
     return {k: out[k] for k in FIELDS}
 
 
+# What an objective's value is called in a record, when a table does not show it already
+# (the headline and peak tok/s, accept len and speedup are columns of every table).
+_SHOWN = ("tok_s_lowc", "tok_s_c1", "tok_s_peak", "accept_len", "speedup_vs_baseline")
+_FIELD = {"per_stream_tok_s_lowc": "per_stream_tok_s_lowc", "goodput_tok_s": "goodput_tok_s",
+          "goodput": "goodput_tok_s", "max_load": "max_load"}
+
+
+def objective_columns(group: Group) -> list[tuple[str, str]]:
+    """(label, record key) of each figure the group's objective maximises that the tables do not
+    show already: a max-load study gets its max load, a goodput study its goodput, a
+    multi-objective study each of its metrics, a cell or weighted objective its value."""
+    from sweep.score.names import label
+    from sweep.score.objective import metric_name
+
+    objective = group.rows[0].objective
+    keys = list(objective.metrics or [objective.measure])
+    out = []
+    for key in keys:
+        if key in _SHOWN:
+            continue
+        field = _FIELD.get(key, "objective_value")
+        name = label(metric_name(objective) if field == "objective_value" else key)
+        if (name, field) not in out:
+            out.append((name, field))
+    return out
+
+
+def objective_text(group: Group) -> str:
+    """What the group maximises, as its label and the config value it comes from:
+    ``low-load tok/s (objective.metric=tok_s_lowc)``, both metrics of a two-objective study."""
+    from sweep.score.names import objective_label
+    from sweep.score.objective import metric_name
+
+    objective = group.rows[0].objective
+    if objective.metrics:
+        return f"{objective_label('', objective.metrics)} (objective.metrics={','.join(objective.metrics)})"
+    return f"{objective_label(metric_name(objective))} (objective.metric={objective.metric})"
+
+
 def records(groups: Sequence[Group]) -> list[dict[str, Any]]:
     return [record(g, r) for g in groups for r in g.rows]
 
@@ -90,6 +129,17 @@ def rounded(x: Any, digits: int = 4) -> Any:
     if isinstance(x, bool) or not isinstance(x, float) or not math.isfinite(x) or x == 0:
         return x
     return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))
+
+
+def short_names(group: Group) -> list[str]:
+    """Each row (in order) by the spec knobs that differ within the group: ``b8``, ``b16 t2``,
+    ``none`` -- what a chart writes beside a point, where a whole trial name does not fit."""
+    rows = group.rows
+    spec = [r for r in rows if not r.is_baseline]  # the baseline is "baseline" whatever its knobs
+    keys = [k for k in ("spec", "budget", "topk", "window") if len({str(getattr(r, k)) for r in spec}) > 1]
+    abbr = {"spec": "", "budget": "b", "topk": "t", "window": "w"}
+    return [" ".join(f"{abbr[k]}{getattr(r, k)}" for k in keys if getattr(r, k) is not None)
+            or ("baseline" if r.is_baseline else r.name) for r in rows]
 
 
 def rerun_command(row: Row) -> str:

@@ -30,6 +30,8 @@ class Series:
     tips: list[str] = field(default_factory=list)
     dashed: bool = False
     labels: list[str] = field(default_factory=list)  # scatter_front: printed beside points on the front
+    point_colors: list[str] = field(default_factory=list)  # a colour per point (its config's), else color
+    ring: bool = False  # points drawn as rings around what is drawn after them (an envelope's)
 
 
 def color(i: int) -> str:
@@ -80,7 +82,7 @@ class _Frame:
         self.y0, self.y1 = self.y_ticks[0], self.y_ticks[-1]
         if x_ticks is not None:
             self.x_ticks = list(x_ticks)
-        elif log2_x:
+        elif log2_x or len(set(xs)) == 1:  # measured loads; one point: its own value, not "2, 2.2, 2.4"
             self.x_ticks = sorted(set(xs))
         else:
             self.x_ticks = [t for t in nice_ticks(min(xs or [0.0]), max(xs or [1.0])) if self.x0 <= t <= self.x1]
@@ -149,20 +151,25 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str, y_label: s
         body.append(f'<text class="rl" x="{width - RIGHT - 2}" y="{y - 4:.1f}" text-anchor="end">'
                     f'{escape(label)}</text>')
     for s in series:
-        pts = sorted(zip(s.points, s.errors or [None] * len(s.points),
-                         s.tips or [""] * len(s.points)), key=lambda p: p[0][0])
+        pts = sorted(zip(s.points, s.errors or [None] * len(s.points), s.tips or [""] * len(s.points),
+                         s.point_colors or [s.color] * len(s.points)), key=lambda p: p[0][0])
         if len(pts) > 1:
-            path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for (x, y), _, _ in pts)
+            path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for (x, y), _, _, _ in pts)
             dash = ' stroke-dasharray="5 4"' if s.dashed else ""
             body.append(f'<polyline fill="none" stroke="{s.color}" stroke-width="2"{dash} points="{path}"/>')
-        for (x, y), err, tip in pts:
+        for (x, y), err, tip, fill in pts:
             cx, cy = f.px(x), f.py(y)
             if err is not None:
                 lo, hi = f.py(err[0]), f.py(err[1])
-                body.append(f'<path stroke="{s.color}" stroke-width="1.4" d="M{cx:.1f} {lo:.1f}V{hi:.1f}'
+                body.append(f'<path stroke="{fill}" stroke-width="1.4" d="M{cx:.1f} {lo:.1f}V{hi:.1f}'
                             f'M{cx - 4:.1f} {lo:.1f}h8M{cx - 4:.1f} {hi:.1f}h8"/>')
             text = tip or f"{s.label}: {_num(x)} -> {y:,.1f}"
-            body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.6" fill="{s.color}" stroke="#fff" '
+            if s.ring:
+                body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="6.5" fill="none" stroke="{fill}" '
+                            f'stroke-width="1.4"><title>{escape(text)}</title></circle>')
+                continue
+            r = 4.6 if s.point_colors else 3.6  # points that carry a config's colour: big enough to see it
+            body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r}" fill="{fill}" stroke="#fff" '
                         f'stroke-width="1"><title>{escape(text)}</title></circle>')
     return _svg(body, width, height, title)
 
@@ -171,8 +178,11 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
                   x_label: str, y_label: str, width: int = W, height: int = H,
                   labels: Mapping[tuple[float, float], str] | None = None,
                   hollow: Collection[tuple[float, float]] = ()) -> str:
-    """Points per series, and the Pareto front as a black line through its points; ``labels``: text
-    written next to those points, ``hollow``: points drawn as rings (e.g. a missed SLO)."""
+    """Points per series, and the Pareto front as a dotted line through its points; ``labels``: text
+    written next to those points, ``hollow``: points drawn as rings (e.g. a missed SLO).
+
+    Every point is drawn in its series' colour first; the front's points get a dark ring on top
+    (never a filled marker over another config's point), and every label stays inside the frame."""
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points]
     f = _Frame(xs, ys, log2_x=False, y_zero=True, x_ticks=None, width=width, height=height)
@@ -181,40 +191,51 @@ def scatter_front(series: Sequence[Series], front: Sequence[tuple[float, float]]
         path = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in front)
         body.append(f'<polyline fill="none" stroke="#222" stroke-width="1.3" stroke-dasharray="2 3" '
                     f'points="{path}"/>')
-    labelled: set[tuple[float, float]] = set()
-    placed: list[tuple[float, float]] = []  # where labels went
+    texts: dict[tuple[float, float], str] = {}
     for s in series:
         for (x, y), tip, label in zip(s.points, s.tips or [""] * len(s.points),
                                       s.labels or [""] * len(s.points)):
-            on_front = (x, y) in front
             ring = (x, y) in hollow
             fill = "none" if ring else s.color
-            stroke = "#222" if on_front else s.color if ring else "#fff"
-            body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="{4.6 if on_front else 3.4}" '
-                        f'fill="{fill}" fill-opacity="{1 if on_front else 0.7}" '
-                        f'stroke="{stroke}" stroke-width="{1.4 if ring else 1}">'
-                        f'<title>{escape(tip or s.label)}</title></circle>')
-            if on_front and label and (x, y) not in labelled:
-                labelled.add((x, y))
-                left = f.px(x) > width * 0.6  # near the right edge: the label goes to the left
-                below = f.py(y) < TOP + 16    # near the title: the label goes under the point
-                lx, ly = f.px(x) + (-7 if left else 7), f.py(y) + (15 if below else -6)
-                while any(abs(ly - py) < 11 and abs(lx - px) < 70 for px, py in placed):
-                    ly += 11  # a label already there (two front points close together): below it
-                placed.append((lx, ly))
-                body.append(f'<text class="pl" x="{lx:.1f}" y="{ly:.1f}" '
-                            f'text-anchor="{"end" if left else "start"}">{escape(label)}</text>')
-    for (x, y), text in (labels or {}).items():  # labels by point (the deployment charts)
-        if (x, y) in labelled:
-            continue
-        left = f.px(x) > width * 0.6
-        lx, ly = f.px(x) + (-6 if left else 6), f.py(y) - 6
-        while any(abs(ly - py) < 11 and abs(lx - px) < 70 for px, py in placed):
-            ly += 11
-        placed.append((lx, ly))
-        body.append(f'<text class="k" x="{lx:.1f}" y="{ly:.1f}" text-anchor="{"end" if left else "start"}">'
-                    f'{escape(_clip(text, 44))}</text>')
+            body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="3.8" fill="{fill}" '
+                        f'fill-opacity="0.85" stroke="{s.color if ring else "#fff"}" '
+                        f'stroke-width="{1.4 if ring else 0.8}"><title>{escape(tip or s.label)}</title></circle>')
+            if label and (x, y) in front:
+                texts.setdefault((x, y), label)
+    for x, y in front:  # rings around the front's points: the points under them stay visible
+        body.append(f'<circle cx="{f.px(x):.1f}" cy="{f.py(y):.1f}" r="6.5" fill="none" stroke="#222" '
+                    f'stroke-width="1.3"/>')
+    for point, text in (labels or {}).items():
+        texts.setdefault(point, text)
+    body += _point_labels(f, texts, "pl")
     return _svg(body, width, height, title)
+
+
+CHAR_W = 5.6  # px per character of a 10 px label (what the frame keeps a label inside by)
+
+
+def _point_labels(f: _Frame, texts: Mapping[tuple[float, float], str], cls: str) -> list[str]:
+    """Labels beside their points, kept inside the plot frame and off each other."""
+    out: list[str] = []
+    placed: list[tuple[float, float, float]] = []  # (left, right, baseline) of labels already drawn
+    lo_x, hi_x = LEFT + 2, f.width - RIGHT - 2
+    lo_y, hi_y = TOP + 10, f.height - BOTTOM - 3
+    for (x, y), raw in sorted(texts.items(), key=lambda kv: -kv[0][1]):
+        text = _clip(raw, int((hi_x - lo_x) / CHAR_W))
+        w = len(text) * CHAR_W
+        px, py = f.px(x), f.py(y)
+        left = px + 11 + w > hi_x  # no room on the right: the label goes to the left of its point
+        x0 = max(lo_x, px - 11 - w) if left else px + 11
+        ly = min(max(py - 7, lo_y), hi_y)
+        while any(abs(ly - b) < 11 and x0 < right and x0 + w > left_ for left_, right, b in placed):
+            ly += 11
+            if ly > hi_y:  # no room below: above the others instead
+                ly = min(b for _, _, b in placed) - 11
+                break
+        ly = min(max(ly, lo_y), hi_y)
+        placed.append((x0, x0 + w, ly))
+        out.append(f'<text class="{cls}" x="{x0:.1f}" y="{ly:.1f}">{escape(text)}</text>')
+    return out
 
 
 @dataclass

@@ -15,16 +15,17 @@ from typing import Any, Callable, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
-from sweep.report.records import record, records, rerun_command, rounded
+from sweep.report.records import objective_columns, record, records, rerun_command, rounded
+from sweep.score.names import LABELS, shown
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
            "rate, errors, TTFT SLO -- and beats every other beyond noise); ≈ the leader and the runners-up "
            "it does not separate from (95% intervals overlap): undecided; # ranks feasible rows by the "
            "group's objective (a rank inside noise is no verdict); n: measurements pooled (copies of one "
-           "config are one row); tok/s: output tok/s (± half its 95% interval), "
-           "peak: the highest of any cell; speedup = headline tok/s over the spec=none baseline of the "
-           "same group (* = that baseline is a row of this table); latencies in ms, p50 / p99 of the "
-           "headline cell; startup in s")
+           "config are one row); low-load tok/s: output tok/s at the lowest measured concurrency (cN), "
+           "± half its 95% interval; peak tok/s: the highest of any cell; speedup = low-load tok/s over the "
+           "spec=none baseline of the same group (* = that baseline is a row of this table); latencies "
+           "p50 / p99 of the low-load cell")
 
 
 def _fmt(x: Any, nd: int = 1) -> str:
@@ -48,8 +49,10 @@ def render_group(group: Group, title: str | None = None) -> Any:
     table.add_column("trial", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("n", no_wrap=True, justify="right")
-    for header in (group.headline_label, "peak", "speedup", "accept", "pass",
-                   "TTFT p50/p99", "TPOT p50/p99", "$/Mtok", "startup"):
+    extra = objective_columns(group)  # the objective's own figure (max load, goodput ...) when not shown
+    for header in (*(name for name, _ in extra), group.headline_label, LABELS["tok_s_peak"],
+                   LABELS["speedup_vs_baseline"], LABELS["accept_len"], LABELS["coding_pass_rate"],
+                   "TTFT ms p50/p99", "TPOT ms p50/p99", LABELS["usd_per_mtok"], LABELS["startup_s"]):
         table.add_column(header, justify="right", no_wrap=True)
     for r in group.rows:
         rec = record(group, r)
@@ -60,7 +63,8 @@ def render_group(group: Group, title: str | None = None) -> Any:
         style = ("bold green" if r is best else "red" if r.status == "failed" else
                  "yellow" if r.status != "ok" else "dim" if not r.feasible else None)
         mark = "★ " if r is best else "≈ " if r.tied_with_best or (undecided and r is leader) else ""
-        table.add_row(mark + str(r.rank or ""), r.name, status, str(rec["repeats"] or r.copies), _headline(rec),
+        table.add_row(mark + str(r.rank or ""), r.name, status, str(rec["repeats"] or r.copies),
+                      *(shown(key if key != "objective_value" else "", rec[key]) for _, key in extra), _headline(rec),
                       _fmt(rec["tok_s_peak"], 0), speedup, _fmt(rec["accept_len"], 2),
                       _fmt(rec["coding_pass_rate"], 2),
                       f"{_fmt(rec['ttft_ms_p50'], 0)} / {_fmt(rec['ttft_ms_p99'], 0)}",

@@ -10,6 +10,7 @@ from sweep.report._console import fmt as _fmt
 from sweep.report.outputs import shown
 from sweep.score.acceptance import speculation
 from sweep.score.metrics import headline
+from sweep.score.names import LABELS
 
 
 def _speedup(doc: TrialResult) -> str:
@@ -70,8 +71,8 @@ def print_trial(doc: TrialResult) -> None:
         table = Table(title="max-load search probes" if doc.max_load is not None else "throughput matrix",
                       show_lines=False)
         table.caption = CAPTION + ("; SLO: share of requests meeting objective.slo" if judged else "")
-        for col in ("ctx", "conc", "req", "err", "tok/s", "tok/s/stream", "TTFT",
-                    "ITL", "TPOT", "accept", *(("SLO", "goodput tok/s") if judged else ())):
+        for col in ("ctx", "conc", "req", "err", LABELS["output_tok_s"], LABELS["per_stream_tok_s"], "TTFT",
+                    "ITL", "TPOT", LABELS["accept_len"], *(("SLO", LABELS["goodput_tok_s"]) if judged else ())):
             table.add_column(col, justify="right")
         for c in doc.cells:
             load = f"{c.request_rate:g}/s" if c.request_rate else str(c.concurrency)
@@ -92,8 +93,8 @@ def print_trial(doc: TrialResult) -> None:
     m = doc.metrics
     head = headline(doc)
     console.print(
-        f"{head.label}: {_fmt(head.tok_s)}  peak: {_fmt(m.tok_s_peak)}  "
-        f"speedup vs AR: {_speedup(doc)}  "
+        f"{head.label}: {_fmt(head.tok_s)}  {LABELS['tok_s_peak']}: {_fmt(m.tok_s_peak)}  "
+        f"{LABELS['speedup_vs_baseline']}: {_speedup(doc)}  "
         f"startup: {_fmt(m.startup_s)} s", markup=False)
     for line in speculation_lines(doc):
         console.print(line, markup=False)
@@ -102,8 +103,8 @@ def print_trial(doc: TrialResult) -> None:
 
 # What the matrix's columns mean; the two tok/s columns differ on purpose (even at one stream).
 CAPTION = ("latencies ms, p50 / p99 · tok/s: all streams' tokens over the cell's wall time (TTFT included) · "
-           "tok/s/stream: one stream's speed after its first token (so above tok/s at conc 1) · "
-           "accept: tokens per verify step")
+           "tok/s per user: one stream's speed after its first token (so above tok/s at conc 1) · "
+           "accept len: tokens per verify step")
 
 
 def speculation_lines(doc: TrialResult) -> list[str]:

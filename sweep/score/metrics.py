@@ -49,8 +49,10 @@ class Headline:
 
     @property
     def label(self) -> str:
-        """``tok/s c2``: what a table header or a summary line calls it."""
-        return "tok/s c?" if self.concurrency is None else f"tok/s c{self.concurrency}"
+        """``low-load tok/s (c2)``: what a table header or a summary line calls it (sweep/score/names.py)."""
+        from sweep.score.names import label
+
+        return label("tok_s_lowc", self.concurrency)
 
 
 def _lowest(config: Mapping[str, Any], key: str) -> int | None:

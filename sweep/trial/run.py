@@ -87,6 +87,9 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     model_name = cfg.model.served_name
     coding = None
     if wl.coding != "off":
+        from sweep.bench import sandbox
+
+        sandbox.notice_once_in(doc.trial.sweep_dir)  # a missing bwrap is said once per sweep
         coding = run_coding_eval(base_url, wl, model_name, api_key=key, request_extras=cfg.server.request_extras)
         doc.coding = Coding.from_dict(coding.to_dict())
         doc.write(path)

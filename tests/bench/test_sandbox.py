@@ -229,3 +229,23 @@ def test_cgroup_v2_is_used_only_where_it_is_delegated(tmp_path):
         (cg / name).unlink()
     cgroup.remove(cg)  # (a real cgroup directory is empty of regular files to rmdir)
     assert not cg.exists()
+
+
+def test_the_fallback_is_said_once_per_sweep_with_its_install_line(tmp_path):
+    """A sweep's trials may run in several processes (pool workers, SLURM jobs): the first says
+    bwrap is missing, with the command that installs it; the others of that sweep say nothing."""
+    bin_dir = _bin_dir(tmp_path, "prlimit", "setpriv")
+    sweep_dir = tmp_path / "multirun" / "sweep"
+    sweep_dir.mkdir(parents=True)
+    code = ("import sys; from sweep.bench import sandbox; sandbox.notice_once_in(sys.argv[1]); "
+            "print(sandbox.resolve('auto'))")
+    said = []
+    for _ in range(3):  # three trials, each in its own process
+        out = subprocess.run([sys.executable, "-c", code, str(sweep_dir)], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120, check=False,
+                             env={**os.environ, "PATH": str(bin_dir),
+                                  "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        assert out.returncode == 0 and out.stdout.split() == ["fallback"], out.stderr
+        said.append(out.stderr.strip())
+    assert "bwrap not found" in said[0] and "apt-get install bubblewrap" in said[0], said[0]
+    assert said[1:] == ["", ""], said

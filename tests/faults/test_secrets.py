@@ -126,8 +126,9 @@ def search_hits(root: Path, *texts: str) -> list[str]:
 def test_a_search_and_a_host_pool_keep_every_secret_out(tmp_path: Path) -> None:
     """Issue 24, class 6: best.yaml, the printed rerun line, the pool workers' .hydra/ files, a key added
     with + whose name says it is a secret, a password inside a URL -- in every file, output and MLflow."""
-    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}", f"+launcher.ssh_pass={SEARCH_CANARIES['ssh_pass']}",
-                   f"+model.source=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
+    secret_args = [f"server.api_key={SEARCH_CANARIES['api_key']}",
+                   f"+server.extra_env.SSH_PASS={SEARCH_CANARIES['ssh_pass']}",
+                   f"+server.extra_env.MODEL_SOURCE=https://user:{SEARCH_CANARIES['url_password']}@hf.example.com/m"]
     space = ["hydra/sweeper=optuna", "hydra/sweeper/sampler=grid", "~hydra/sweeper/space", "spec.budget=choice(4,8)",
              "spec.topk=1", "spec.window=1024", "hydra.sweeper.n_trials=2", "hydra.sweeper.plots.enabled=false"]
     for sub in ("search", "pool"):
@@ -140,8 +141,8 @@ def test_a_search_and_a_host_pool_keep_every_secret_out(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert search_hits(tmp_path, *(p.stdout + p.stderr for p in (search, pool))) == []
     best = (tmp_path / "search" / "sweep" / "best.yaml").read_text()
-    assert "api_key: ???" in best and "give server.api_key=..., launcher.ssh_pass=... again" in best
+    assert "api_key: ???" in best and "give server.api_key=..., server.extra_env.SSH_PASS=... again" in best
     assert "https://user:***@hf.example.com/m" in best
-    assert "# and server.api_key=... launcher.ssh_pass=..." in search.stdout
+    assert "# and server.api_key=... server.extra_env.SSH_PASS=..." in search.stdout
     workers = list((tmp_path / "pool" / "sweep").glob("[0-9]*/.hydra/overrides.yaml"))
     assert len(workers) == 2 and all("server.api_key=***" in w.read_text() for w in workers)

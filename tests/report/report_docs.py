@@ -133,3 +133,34 @@ def mixed_sweep(root: Path) -> Path:
     trial(smoke, 0, "b300", 4, workload="smoke")
     trial(smoke, 1, "b300", 8, workload="smoke")
     return root
+
+
+def crowded_sweep(root: Path) -> Path:
+    """:func:`mixed_sweep` plus what makes a report's tables and charts crowded: every optional
+    column filled (accept rate, request errors, $/Mtok), long trial names, a group measured at
+    one load only, a max-load study (its own column) and a deployment group with crossovers."""
+    from sweep.record.result import Acceptance
+
+    mixed_sweep(root)
+    for path in sorted(root.rglob("result.json")):
+        doc = TrialResult.load(path)
+        if doc.status == "ok" and doc.trial.spec != "none":
+            drafted = 1000 + 37 * doc.trial.job_num
+            doc.acceptance = Acceptance.from_dict({"requests": {"drafted": drafted, "accepted": drafted * 3 // 5}})
+        doc.metrics.usd_per_mtok = 1.2345 + doc.trial.job_num / 7
+        doc.metrics.errors = doc.trial.job_num % 3
+        doc.write(path)
+    big = root / "multirun" / "2026-12-01" / "03-00-00"
+    for job, budget in enumerate((None, 4, 8, 16)):
+        path = trial(big, job, "pro6000_ep8" if "pro6000_ep8" in SPEED else "b300", budget, 8 if budget else None,
+                     workload="seed")
+        doc = TrialResult.load(path)
+        doc.trial.name = doc.trial.name.replace("-seed", "-seed-server.disable_cuda_graph=true-max_tokens=4096")
+        doc.config["objective"] = {"metric": "max_load", "context": 60, "concurrency": 1,
+                                   "constraints": {"coding_pass_rate_min": 1.0, "max_errors": 0,
+                                                   "ttft_ms_p99_max": None},
+                                   "slo": {"tpot_ms": 20.0, "percentile": 90}}
+        doc.metrics = score.metrics(doc)
+        doc.metrics.max_load = float(4 * (job + 1))
+        doc.write(path)
+    return root

@@ -110,7 +110,7 @@ def test_headline_says_what_it_measured_and_old_files_read_right(root: Path) -> 
     assert old.to_dict() == raw  # loads and writes back unchanged
     assert old.metrics.tok_s_c1 == new.metrics.tok_s_lowc  # what the old name held
     head = headline(old)
-    assert (head.tok_s, head.concurrency, head.label) == (new.metrics.tok_s_lowc, 2, "tok/s c2")
+    assert (head.tok_s, head.concurrency, head.label) == (new.metrics.tok_s_lowc, 2, "low-load tok/s (c2)")
     fixed = honest(old)
     assert fixed.tok_s_c1 is None and fixed.tok_s_lowc == new.metrics.tok_s_lowc
     # the old objective name is an accepted alias with that meaning, and the sweeper's values carry it
@@ -131,7 +131,8 @@ def test_headline_says_what_it_measured_and_old_files_read_right(root: Path) -> 
 def test_table_csv_json_md_html_exports(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report.main(["--dir", str(root)]) == 0
     table = capsys.readouterr().out
-    assert table.count("objective tok_s_lowc") == 3 and "tok/s c2" in table and "tok/s c1" in table
+    assert table.count("objective low-load tok/s") == 3  # the figure's one name (sweep/score/names.py)
+    assert "low-load tok/s (c2)" in table and "low-load tok/s (c1)" in table
     assert "★ 1" in table and "failed: cuda_graph" in table and "pruned" in table
     assert report.main(["--dir", str(root), "--format", "csv", "-o", str(tmp_path / "t.csv")]) == 0
     rows = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
@@ -149,7 +150,7 @@ def test_table_csv_json_md_html_exports(root: Path, tmp_path: Path, capsys: pyte
     assert doc["groups"][0]["rows"][0]["cells"][0]["ttft_ms_p99"] is not None
     assert report.main(["--dir", str(root), "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert md.count("\n## ") == 3 and "| tok/s c2 |" in md and "**b300-ddtree-b8-t4-w2048-seed**" in md
+    assert md.count("\n## ") == 3 and "| low-load tok/s (c2) |" in md and "**b300-ddtree-b8-t4-w2048-seed**" in md
     assert report.main(["--dir", str(root), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
     html = (tmp_path / "r.html").read_text()
     assert html.count('<section id="group-') == 3 and "<svg" in html

@@ -180,8 +180,8 @@ def test_report_on_seed_and_smoke_trials_groups_them_and_speedups_match_the_tria
     g, row = by_trial[f"b300-ddtree-b8-t4-w2048-{seed_part}"]
     assert {r["trial"] for r in g["rows"]} == {f"b300-none-{seed_part}", f"b300-ddtree-b8-t4-w2048-{seed_part}"}
     assert row["speedup_vs_baseline"] == pytest.approx(ddtree["speedup_vs_baseline"])
-    assert row["speedup_baseline"] == f"b300-none-{seed_part}" and g["headline"] == "tok/s c1"
+    assert row["speedup_baseline"] == f"b300-none-{seed_part}" and g["headline"] == "low-load tok/s (c1)"
     for name in (n for n in docs if n.endswith(("=32", "=48"))):
         g, row = by_trial[name]
-        assert row["speedup_vs_baseline"] is None and g["headline"] == "tok/s c2" and len(g["rows"]) == 2
+        assert row["speedup_vs_baseline"] is None and g["headline"] == "low-load tok/s (c2)" and len(g["rows"]) == 2
     assert sim_pids(port) == []
