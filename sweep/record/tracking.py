@@ -354,7 +354,10 @@ def run_line(doc: TrialResult) -> str | None:
     info = doc.mlflow
     if info is None or not info.run_id:
         return None
-    return (f"run '{doc.trial.name}' in experiment '{info.experiment}' ({info.tracking_uri}): "
+    from sweep.score.configs import group_label, short_name
+
+    return (f"run '{short_name(doc)}' in group '{group_label(doc)}' of experiment '{info.experiment}' "
+            f"({info.tracking_uri}): "
             f"{_open_hint(info.tracking_uri)} {ui_url(info.tracking_uri, info.experiment_id, info.run_id)} "
             "(its Artifacts tab: result.json, server.log, plots/)")
 

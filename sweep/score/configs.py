@@ -420,8 +420,10 @@ def group_label(doc: TrialResult) -> str:
     cfg = doc.config
     hw, wl = _section(cfg, "hardware"), _section(cfg, "workload")
     layout = " ".join(f"{k}{hw[k]}" for k in ("tp", "ep", "dp") if hw.get(k) not in (None, 1))
-    matrix = (f"ctx {_fmt(wl.get('contexts'))} x c {_fmt(wl.get('concurrency'))}, "
-              f"{wl.get('max_tokens')} tok")
+    def listed(v: Any) -> str:
+        return ",".join(_fmt(x) for x in v) if isinstance(v, (list, tuple)) else _fmt(v)
+
+    matrix = f"ctx {listed(wl.get('contexts'))} x c {listed(wl.get('concurrency'))}, {wl.get('max_tokens')} tok"
     parts = [f"{hw.get('name') or doc.trial.hardware}" + (f" ({layout})" if layout else ""),
              str(_section(cfg, "model").get("name") or "?"), f"{wl.get('name') or '?'} {matrix}",
              score_objective.metric_name(score_objective.objective_of(doc))]
