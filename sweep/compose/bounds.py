@@ -518,6 +518,39 @@ def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
             check(full, value, rule_key=key)
 
 
+# Kinds whose check is about the value alone. The others look at this machine (a file that must
+# exist, a directory that must be writable, a store that must answer): a recorded config was
+# checked where it ran, and its paths need not exist where it is read back.
+_VALUE_KINDS = frozenset({"int", "float", "bool", "enum", "str", "name", "user", "url_path", "cpus", "url_paths",
+                          "host", "ssh_host", "gateway", "unit", "ints", "floats", "mapping", "list", "figure",
+                          "slurm_time", "gres", "slurm_mem", "slurm_constraint", "strs", "lines",
+                          "directions", "sbatch_args"})
+
+
+def check_recorded(cfg: Any, *, where: str = "config") -> None:
+    """A config as a result file or a landscape recorded it, read back: its groups are mappings,
+    every value whose rule looks at the value alone passes that rule. Raises :class:`sweep.readback.Invalid` naming
+    ``<where>.<key>``; paths are not looked up (they were checked where the trial ran)."""
+    from sweep.readback import Invalid
+
+    if not isinstance(cfg, Mapping):
+        raise Invalid(where, "is not an object")
+    for group in ("hardware", "spec", "model", "server", "launcher", "workload", "objective", "mlflow"):
+        if cfg.get(group) is not None and not isinstance(cfg[group], Mapping):
+            raise Invalid(f"{where}.{group}", "is not an object")
+    try:
+        for key, rule in RULES.items():
+            if key.startswith("hydra.") or rule.kind not in _VALUE_KINDS:
+                continue
+            for full, value in _present(cfg, key):
+                if value is not None or rule.kind == "enum":
+                    if isinstance(value, str) and "${" in value:
+                        continue  # an unresolved interpolation (a config recorded before resolving)
+                    check(full, value, rule_key=key)
+    except ConfigError as err:
+        raise Invalid(f"{where}.{err.key}", err.message) from None
+
+
 def markdown() -> str:
     """docs/config-keys.md: the table, generated (a test keeps the committed file in step)."""
     lines = ["# Config keys: types and bounds", "",
