@@ -14,7 +14,9 @@ the directory.
 
 ``--slo`` judges under another SLO than the trials ran with, from the
 latency rows each cell keeps (the trials' own ``objective.slo`` by default).
-Exit status: 0; 1 when no trial finished; 2 on bad input.
+Exit status: 0; 1 when no trial finished, or when a result file was skipped (each named in one
+line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are scheduled); 2 on
+bad input.
 """
 
 from __future__ import annotations
@@ -82,18 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.schedule import build_schedules, schedule_document
     from sweep.report.schedule_text import print_schedules
 
-    unreadable: list[Path] = []
-    found = sorted(iter_results(args.dir, on_error=lambda p, _e: unreadable.append(p)), key=lambda x: str(x[0]))
-    if unreadable:
-        print(f"warning: {len(unreadable)} result file(s) could not be read (first: {unreadable[0]})",
-              file=sys.stderr)
+    from sweep.readback import Skipped
+
+    skipped = Skipped()  # each bad result file: one line on stderr; the others are scheduled; exit 1
+    found = sorted(iter_results(args.dir, on_error=skipped), key=lambda x: str(x[0]))
     schedules = build_schedules([d for _, d in found], slo, [str(p) for p, _ in found])
     if not schedules:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
         return 1
     print_schedules(schedules)
     if args.no_write:
-        return 0
+        return skipped.exit_code()
     import yaml
 
     from sweep.atomic import write_atomic_text
@@ -107,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"written: {path}", file=sys.stderr)
     for p in deployment_plots(schedules, args.dir):
         print(f"chart:   {p}", file=sys.stderr)
-    return 0
+    return skipped.exit_code()
 
 
 if __name__ == "__main__":

@@ -84,7 +84,14 @@ def render(box: str, result: Fit, loaded: Loaded) -> str:
 
 
 def write(folder: Path, box: str, result: Fit, loaded: Loaded) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{box}.yaml"
-    path.write_text(render(box, result, loaded), encoding="utf-8")
-    return path
+    """``<folder>/<box>.yaml``; the box's name came from result files, so it is checked to be one
+    plain name that stays inside ``folder`` (:func:`sweep.readback.inside`)."""
+    from sweep import readback
+    from sweep.atomic import write_atomic_text
+    from sweep.errors import ConfigError
+
+    try:
+        path = readback.inside(folder, box, ".yaml", "box")
+    except readback.Invalid as exc:
+        raise ConfigError("results", str(exc)) from None
+    return write_atomic_text(path, render(box, result, loaded))
