@@ -109,12 +109,28 @@ def _machine(perf: dict[str, Any]) -> dict[str, Any]:
             "load_avg_at_start": os.getloadavg()[0]}
 
 
+def _result(path: Path) -> dict[str, Any] | None:
+    """A trial's result.json through the project's reader (sweep.readback: regular, bounded, every
+    value checked); None when there is none or it is not one (the trial runs again)."""
+    from sweep import readback
+    from sweep.record.result import check_document
+
+    if not path.exists():
+        return None
+    try:
+        doc = readback.read_json(path)
+        check_document(doc)
+    except (readback.BadFile, readback.Invalid) as exc:
+        print(f"skipped {path}: {exc}", file=sys.stderr)
+        return None
+    return dict(doc)
+
+
 def _run_trial(overrides: list[str], run_dir: Path, timeout: float) -> dict[str, Any] | None:
     result = run_dir / "result.json"
-    if result.is_file():
-        doc = json.loads(result.read_text())
-        if doc.get("status") in ("ok", "failed"):
-            return doc
+    doc = _result(result)
+    if doc is not None and doc.get("status") in ("ok", "failed"):
+        return doc
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "load_avg").write_text(f"{os.getloadavg()[0]:.2f}\n")  # how busy the shared box was
     cmd = [sys.executable, "-m", "sweep", *overrides, f"server.port={_free_port()}", "mlflow.enabled=false",
@@ -124,7 +140,7 @@ def _run_trial(overrides: list[str], run_dir: Path, timeout: float) -> dict[str,
             subprocess.run(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return None
-    return json.loads(result.read_text()) if result.is_file() else None
+    return _result(result)
 
 
 def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[str]]],

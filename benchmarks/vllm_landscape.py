@@ -109,10 +109,15 @@ def _free_port() -> int:
 
 def _results(sweep_dir: Path) -> list[dict[str, Any]]:
     docs = []
+    from sweep import readback
+    from sweep.record.result import check_document
+
     for path in sorted(sweep_dir.rglob("result.json")):
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
+        try:  # the project's reader of files it wrote (sweep/readback.py): bad ones named, skipped
+            doc = readback.read_json(path)
+            check_document(doc)
+        except (readback.BadFile, readback.Invalid) as exc:
+            print(f"skipped {path}: {exc}", file=sys.stderr)
             continue
         doc["_path"] = str(path)
         docs.append(doc)
