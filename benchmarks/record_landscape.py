@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sweep import errors  # noqa: E402 - after the path the script runs from
+
 TARGET_DRAFT = "model.draft_paths.draft=${model.path}"  # the target drafts for itself: full acceptance
 
 
@@ -220,7 +222,7 @@ def _accept_summary(accs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default="llamacpp", choices=sorted(ENGINES))
     p.add_argument("--rounds", type=int, default=3)
@@ -232,10 +234,14 @@ def main() -> int:
     p.add_argument("--work", type=Path, default=Path("/tmp/specsweep-landscape"))
     p.add_argument("--trial-timeout", type=float, default=1800.0)
     p.add_argument("extra", nargs="*", help="more overrides for every trial")
-    args = p.parse_args()
-    if args.rounds < 1:
-        print("error: --rounds: must be >= 1", file=sys.stderr)
-        return 2
+    return p
+
+
+@errors.command("benchmarks/record_landscape.py")
+def main(argv: list[str] | None = None) -> int:
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/record_landscape.py", parser(), argv)  # every argument by its rule
     spec = ENGINES[args.engine]
     configs = list(spec["configs"])
     if args.configs:

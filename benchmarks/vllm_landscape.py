@@ -287,6 +287,13 @@ def _progress(i: int, n: int, cid: str, t0: float) -> str:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/vllm_landscape.py")(_main)(argv)
+
+
+def _main(argv: Iterable[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4 configs, C=1,4, 1 repeat, 64 tokens: a check")
@@ -301,7 +308,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="where the runs go (default: <out>.work/); resumable")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per config run")
     ap.add_argument("--summary", type=Path, help="print the table of a recorded landscape file and exit")
-    args = ap.parse_args(list(argv) if argv is not None else None)
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/vllm_landscape.py", ap, None if argv is None else list(argv))
     if args.summary:
         print("\n".join(table(json.loads(args.summary.read_text()))))
         return 0

@@ -85,7 +85,9 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
 
 @errors.command("sweep.calibrate")
 def main(argv: Sequence[str] | None = None) -> int:
-    args = errors.one_line_usage_errors(_parser()).parse_args(argv)
+    from sweep.compose import arguments
+
+    args = arguments.parse("sweep.calibrate", _parser(), argv)  # every argument by its rule
     for path in args.results:
         if not path.exists():
             raise errors.ConfigError("results", f"no such file or directory: {path}")

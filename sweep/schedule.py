@@ -26,13 +26,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from sweep.errors import ConfigError, command, one_line_usage_errors
+from sweep.errors import ConfigError, command
 from sweep.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sweep.schedule", description=(
         "Per load level the best feasible config, its speedup over the baseline, the crossover; "
         "writes schedule.yaml and charts into the sweep dir."))
@@ -45,7 +45,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-slo", action="store_true",
                    help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
-    return one_line_usage_errors(p).parse_args(argv)
+    return p
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    from sweep.compose import arguments
+
+    return arguments.parse("sweep.schedule", parser(), argv)  # every argument by its rule
 
 
 def _slo(args: argparse.Namespace) -> Slo | None:
@@ -55,20 +61,18 @@ def _slo(args: argparse.Namespace) -> Slo | None:
         return Slo()  # no limit: nothing is judged
     if not args.slo and args.percentile is None:
         return None
+    from sweep.compose import bounds
+
     values: dict[str, float] = {}
     for item in args.slo:
         key, sep, raw = item.partition("=")
         if not sep or key not in LIMITS:
             raise ConfigError("--slo", f"LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {item!r}")
-        try:
-            values[key] = float(raw)
-        except ValueError:
-            raise ConfigError(f"--slo {key}", f"a number of milliseconds, got {raw!r}") from None
-        if not values[key] > 0:
-            raise ConfigError(f"--slo {key}", f"must be > 0 ms, got {raw}")
+        # the rule of objective.slo.<limit> (the key table): finite, > 0, bounded -- as in a config
+        values[key] = bounds.check(f"--slo {key}", raw.strip(), rule_key=f"objective.slo.{key}")
     pct = args.percentile
-    if pct is not None and not 0 < pct <= 100:
-        raise ConfigError("--percentile", f"in (0, 100], got {pct:g}")
+    if pct is not None:
+        pct = bounds.check("--percentile", pct, rule_key="objective.slo.percentile")
     if not values:
         raise ConfigError("--percentile", "needs at least one --slo LIMIT=MS to judge")
     return Slo(**values, **({"percentile": pct} if pct is not None else {}))

@@ -29,7 +29,7 @@ from sweep import errors
 FORMATS = ("table", "csv", "json", "md", "html")
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.report", description=(
         "Compare trials: grouped by box x model x workload x objective, best feasible marked."))
     parser.add_argument("--experiment", help="default: the config's mlflow.experiment (specsweep)")
@@ -43,7 +43,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--plots", type=Path, help="also write PNG plots into this folder")
     parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     parser.add_argument("--dir", type=Path, help="read result.json files under DIR instead of MLflow")
-    return errors.one_line_usage_errors(parser).parse_args(argv)
+    return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    from sweep.compose import arguments
+
+    return arguments.parse("sweep.report", parser(), argv)  # every argument by its rule
 
 
 def _from_dir(args: argparse.Namespace, on_error: Callable[[Path, Exception], None]
