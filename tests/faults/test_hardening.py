@@ -49,8 +49,8 @@ def test_every_input_case_is_refused_in_one_line_through_the_cli(tmp_path: Path)
     assert bad == []
 
 
-@pytest.mark.parametrize("case", [c for c in INPUT if c.cls in (2, 3)], ids=lambda c: c.label)
-def test_input_classes_2_and_3_in_process(case: InputCase, tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", [c for c in INPUT if c.cls in (2, 3, 8, 9)], ids=lambda c: c.label)
+def test_input_classes_2_3_8_9_in_process(case: InputCase, tmp_path: Path) -> None:
     """The same cases through the check ``python -m sweep`` runs, in this process (fast)."""
     from sweep import plugins
 
