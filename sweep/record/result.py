@@ -105,6 +105,11 @@ class Cell(Record):
     accept_rate: float | None = field(default=None, metadata={
         "doc": "accepted / drafted draft tokens of the cell's measured requests (/metrics around its window)"})
     completion_tokens: int | None = None
+    tokens_source: str | None = field(default=None, metadata={
+        "doc": "usage: completion_tokens (and output_tok_s) are the server's usage counts, each checked "
+               "against what the stream showed (at least one token per content event, running counts "
+               "never down and ending at the final count, usage blocks that agree: sweep/bench/reported.py); "
+               "null: no request answered"})
     prompt_tokens_mean: float | None = field(default=None, metadata={
         "doc": "mean usage.prompt_tokens of the cell's successful requests (the context sent)"})
     prompt_sizing: str | None = field(default=None, metadata={

@@ -276,6 +276,10 @@ STAND_IN_USAGE = {
     "usage_inf": _INF,
     "usage_string": "usage.completion_tokens: '4' is not a number",
     "running_down": "usage.completion_tokens (running): went down from 3 to 1",
+    # issue 32: the server's counts cross-checked against what the stream showed, and against each other
+    "usage_fewer": "usage_mismatch: 3 tokens, although 64 events carried text",
+    "usage_twice": "usage_mismatch: 2 usage blocks disagree (4 then 3 tokens)",
+    "running_short": "usage_mismatch: the final count 9 is not the last running count 4",
     "metrics_negative": "/metrics: accept_len: -2.5 is out of range",
 }
 
