@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import socket
@@ -257,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     base = [*spec["base"], *workload_over, *args.extra]
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
+    from sweep.sim.landscape import write as write_landscape
     from sweep.sim.probe import measure_in_subprocess
 
     wl = dict(from_omegaconf(compose(base)).raw["workload"])
@@ -284,9 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             eta = (time.time() - t0) / done * (total - done)
             print(f"[{done}/{total}] round {rnd} {cid}: {status} tok/s {tok} (eta {eta / 60:.0f} min)", flush=True)
             land = assemble(args.engine, spec, configs, runs, wl, machine, command)
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(json.dumps(land, indent=1) + "\n")
-            tmp.replace(out)
+            write_landscape(out, land, argv=sys.argv)  # masked where it leaves: a secret of the command line too
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
     return 0
 

@@ -74,7 +74,11 @@ HEADER = """\
 
 
 def render(box: str, result: Fit, loaded: Loaded) -> str:
-    doc = document(box, result, loaded)
+    from sweep import secrets
+
+    # its points' sources quote the files' own commands (a landscape's recording command line):
+    # masked here, where the calibration leaves the process, whatever a file carried in
+    doc = secrets.mask_tree(document(box, result, loaded))
     parts = [HEADER.format(box=box)]
     for key, value in doc.items():  # constants and status one per line; lists and matrices compact
         flow = None if isinstance(value, list) or key == "uncertainty" else False

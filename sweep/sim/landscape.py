@@ -172,6 +172,18 @@ def is_landscape(path: Path, head: bytes | None = None) -> bool:
 # --------------------------------------------------------------------------- writing
 
 
+def write(path: Path, doc: Mapping[str, Any], *, argv: Sequence[str] = ()) -> Path:
+    """A landscape to disk, secrets masked once where it leaves the process: by name (``api_key``
+    anywhere in the tree, ``server.api_key=...`` in the recorded command), by URL password, and by
+    value -- every secret of the recording's own command line ``argv`` and the environment. Written
+    atomically (a reader never sees half a file; the recording rewrites it after every trial)."""
+    from sweep import secrets
+    from sweep.atomic import write_atomic
+
+    red = secrets.redactor(secrets.collect_secrets([str(a) for a in argv]))
+    return write_atomic(Path(path), secrets.mask_tree(dict(doc), red))
+
+
 def round_floats(value: Any, sig: int = SIG) -> Any:
     """Floats to ``sig`` significant digits, recursively (files stay small and diffable)."""
     if isinstance(value, float):
