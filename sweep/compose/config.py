@@ -340,21 +340,19 @@ def _objective_measured(goal: Any, workload: Workload) -> None:
     ``objective.context`` x ``objective.concurrency``, the ``ctx<C>_c<N>`` weights of
     ``weighted_mean``. One the matrix never measures would leave every trial without an objective."""
     if workload.max_load.enabled:  # the search probes its own loads at its one context
-        if goal.measure == "cell" and goal.context not in workload.contexts:
+        if goal.context is not None and goal.context not in workload.contexts:
             raise ConfigError("objective.context", f"{goal.context}: workload.max_load searches context "
-                              f"{workload.contexts[0]} only; objective.metric=cell reads that context")
+                              f"{workload.contexts[0]} only")
         return
-    if goal.measure == "cell":
-        for key, value, measured in (("context", goal.context, workload.contexts),
-                                     ("concurrency", goal.concurrency, workload.concurrency)):
-            if value is None:
-                raise ConfigError(f"objective.{key}", "objective.metric=cell reads one cell: set it "
-                                  f"(the workload measures {', '.join(map(str, measured))})")
-            if value not in measured:
-                plural = "contexts" if key == "context" else "concurrencies"
-                raise ConfigError(f"objective.{key}", f"{value} is never measured: objective.metric=cell "
-                                  f"reads the cell at it, and the workload's {plural} are "
-                                  f"{', '.join(map(str, measured))}")
+    for key, value, measured in (("context", goal.context, workload.contexts),
+                                 ("concurrency", goal.concurrency, workload.concurrency)):
+        if value is None and goal.measure == "cell":
+            raise ConfigError(f"objective.{key}", "objective.metric=cell reads one cell: set it "
+                              f"(the workload measures {', '.join(map(str, measured))})")
+        if value is not None and value not in measured:
+            plural = "contexts" if key == "context" else "concurrencies"
+            raise ConfigError(f"objective.{key}", f"{value} is never measured: the workload's {plural} are "
+                              f"{', '.join(map(str, measured))} (objective.metric=cell reads the cell it names)")
     if goal.measure == "weighted_mean":
         cells = {f"ctx{c}_c{n}" for c in workload.contexts for n in workload.concurrency}
         for name in goal.weights:
