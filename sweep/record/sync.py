@@ -32,12 +32,12 @@ class SyncReport:
     parents: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def _sweep_dir_of(path: Path, doc: TrialResult, root: Path) -> Path | None:
+def _sweep_dir_of(path: Path, doc: TrialResult) -> Path | None:
     """Where the sweep's record lives; the job dir's parent if the tree moved. Sync writes the
     sweep's record there (``mlflow_parent.json``), so a directory a result file names is used only
-    inside the tree being synced: a file's content never chooses where sync writes."""
+    when the file is inside it: a file's content never chooses where sync writes."""
     recorded = doc.trial.sweep_dir
-    cands = [c for c in ([Path(recorded)] if recorded else []) + [path.parent.parent] if _within(c, root)]
+    cands = [c for c in ([Path(recorded)] if recorded else []) + [path.parent.parent] if _within(path, c)]
     for cand in cands:
         if (cand / PARENT_FILE).is_file():
             return cand
@@ -95,7 +95,7 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
         out.failed.append((path, f"unreadable result file: {exc}"))
 
     for path, doc in sorted(iter_results(Path(root), on_error=unreadable), key=lambda p: str(p[0])):
-        sweep_dir = _sweep_dir_of(path, doc, Path(root))
+        sweep_dir = _sweep_dir_of(path, doc)
         settings = _settings(doc, sweep_dir, tracking_uri, experiment, recorded_uri)
         tracker = trackers.setdefault((settings.tracking_uri, settings.experiment), Tracker(settings))
         if sweep_dir is not None and sweep_dir not in sweeps:

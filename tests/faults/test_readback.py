@@ -223,3 +223,19 @@ def test_schedule_names_schedule_yaml_when_it_cannot_write_it(tmp_path: Path) ->
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr[-2000:]  # the dir given cannot take it
     assert errors[0].startswith(f"error: {sweep_dir / 'schedule.yaml'}: "), errors
     assert ".result-" not in proc.stderr
+
+
+def test_sync_writes_a_sweeps_record_only_where_the_result_file_is(tmp_path: Path) -> None:
+    """A result file naming another directory as its sweep dir does not make sync write there."""
+    from record.result_docs import make_result
+    from sweep.record.sync import _sweep_dir_of
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    job, doc = make_result(tmp_path / "sweeps" / "s1", 0, 8)
+    doc["trial"]["sweep_dir"] = str(elsewhere)
+    (job / "result.json").write_text(json.dumps(doc))
+    assert _sweep_dir_of(job / "result.json", TrialResult.load(job / "result.json")) is None
+    doc["trial"]["sweep_dir"] = str(tmp_path / "sweeps" / "s1")  # its own: used
+    (job / "result.json").write_text(json.dumps(doc))
+    assert _sweep_dir_of(job / "result.json", TrialResult.load(job / "result.json")) == tmp_path / "sweeps" / "s1"
