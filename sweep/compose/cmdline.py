@@ -315,7 +315,6 @@ def _validate(args: Any) -> None:
         if multirun else list(args.overrides)
     head = compose(fixed, hydra_config=True)  # the run's Hydra settings (which sweeper, which dirs)
     custom = multirun and hydra_checks.custom_sweeper(head)
-    _launcher_applies(head, parsed, multirun, custom)
     jobs = expand(args.overrides, multirun, custom_sweeper=custom)
     for job in jobs[:MAX_JOBS_CHECKED]:
         cfg = _without_hydra(head) if job == fixed else compose(job)  # one run: composed once
@@ -324,6 +323,7 @@ def _validate(args: Any) -> None:
             _check_pool(job, trial.pool)
     if args.cfg is not None:
         return
+    _launcher_applies(head, parsed, multirun, custom)  # after the values: a bad one is named first
     hydra_checks.check(head, multirun=multirun, custom_sweeper=custom)
     if custom:
         hydra_checks.check_search_space(head, [o.input_line for o in parsed
