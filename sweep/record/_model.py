@@ -15,6 +15,7 @@ annotations (docs/result.schema.json is generated from it).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, ClassVar, Mapping, TypeVar, Union
@@ -22,6 +23,12 @@ from typing import Any, ClassVar, Mapping, TypeVar, Union
 from sweep.readback import Invalid, shown
 
 R = TypeVar("R", bound="Record")
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(rec: type) -> dict[str, Any]:
+    """A record type's resolved annotations (resolving them was most of the cost of reading a file)."""
+    return typing.get_type_hints(rec)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -40,7 +47,7 @@ class Record:
 
     @classmethod
     def from_dict(cls: type[R], doc: Mapping[str, Any]) -> R:
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         known = {f.name for f in cls._fields()}
         values: dict[str, Any] = {}
         for f in cls._fields():
@@ -153,7 +160,7 @@ def _check(tp: Any, value: Any, where: str, ranges: Mapping[str, tuple[float, fl
         for name in rec.REQUIRED:
             if value.get(name) is None and name not in ("schema",):
                 raise Invalid(_join(where, name), "is missing")
-        hints = typing.get_type_hints(rec)
+        hints = _hints(rec)
         for f in rec._fields():
             if f.name in value:
                 lo_hi = ranges.get(f"{rec.__name__}.{f.name}")
@@ -214,7 +221,7 @@ def json_schema(root: type[Record], *, title: str, schema_id: str, version: int)
 
 
 def _object_schema(rec: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(rec)
+    hints = _hints(rec)
     props = {f.name: _schema(hints[f.name], defs) for f in rec._fields()}
     for f in rec._fields():
         if doc := f.metadata.get("doc"):
