@@ -15,7 +15,6 @@ annotations (docs/result.schema.json is generated from it).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from typing import Any, ClassVar, Mapping, TypeVar, Union
@@ -25,10 +24,16 @@ from sweep.readback import Invalid, shown
 R = TypeVar("R", bound="Record")
 
 
-@functools.lru_cache(maxsize=None)
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(rec: type) -> dict[str, Any]:
-    """A record type's resolved annotations (resolving them was most of the cost of reading a file)."""
-    return typing.get_type_hints(rec)
+    """A record type's resolved annotations, once per process (resolving them was most of the cost
+    of reading a file)."""
+    hints = _HINTS.get(rec)
+    if hints is None:
+        hints = _HINTS[rec] = typing.get_type_hints(rec)
+    return hints
 
 
 @dataclasses.dataclass(kw_only=True)
