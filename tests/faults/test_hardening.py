@@ -118,7 +118,8 @@ def test_the_readme_form_runs_that_search(tmp_path: Path) -> None:
     ({"completion_tokens": "4"}, "'4' is not a number"),
     ({"completion_tokens": True}, "True is not a number"),
     ({"completion_tokens": 4, "prompt_tokens": -1}, "usage.prompt_tokens: -1 is negative"),
-    ({"completion_tokens": 0}, "0 although 3 events carried text"),
+    ({"completion_tokens": 0}, "usage_mismatch: 0 tokens, although 3 events carried text"),
+    ({"completion_tokens": 2}, "usage_mismatch: 2 tokens, although 3 events carried text"),
 ])
 def test_usage_values_are_checked(raw: dict, field: str) -> None:
     with pytest.raises(reported.BadReport, match=field.replace("(", r"\(").replace(")", r"\)")):
