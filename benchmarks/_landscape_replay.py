@@ -35,6 +35,7 @@ import json
 import math
 import random
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -45,9 +46,16 @@ RESTART_FALLBACK_S = 60.0  # a failed trial with no recorded startup
 
 
 def load(path: Path) -> dict[str, Any]:
-    doc = json.loads(Path(path).read_text())
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(FORMAT):
-        raise SystemExit(f"--landscape {path}: not a landscape file (schema {FORMAT}1)")
+    """The landscape through the project's reader (sweep.sim.landscape.load: a regular file of bounded
+    size, every value checked); a bad one is one line on stderr, exit 2."""
+    from sweep.sim.landscape import LandscapeError
+    from sweep.sim.landscape import load as load_landscape
+
+    try:
+        doc = load_landscape(Path(path)).doc
+    except LandscapeError as exc:
+        print(f"error: --landscape: {str(exc).removeprefix('error: ')}", file=sys.stderr)
+        raise SystemExit(2) from None
     for key in ("configs", "trials", "points"):
         if not isinstance(doc.get(key), list):
             raise SystemExit(f"--landscape {path}: no {key!r} list")

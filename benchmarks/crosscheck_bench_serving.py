@@ -339,6 +339,13 @@ def table(checks: Sequence[CellCheck]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/crosscheck_bench_serving.py")(_main)(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=64)
@@ -346,8 +353,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated CONTEXTxCONCURRENCY")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a ratio is off by more than 3%%")
     ap.add_argument("overrides", nargs="*", help=f"Hydra overrides (default: {' '.join(DEFAULT_OVERRIDES)})")
-    args = ap.parse_args(argv)
-    cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+    from sweep.compose import arguments
+    from sweep.errors import ConfigError
+
+    args = arguments.parse("benchmarks/crosscheck_bench_serving.py", ap, argv)  # every argument by its rule
+    try:
+        cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+    except ValueError:
+        raise ConfigError("--cells", f"CONTEXTxCONCURRENCY,... (e.g. 60x1,1024x8), got {args.cells!r}") from None
+    from sweep.compose.bounds import check_rule
+
+    for ctx, conc in cells:
+        check_rule("--cells", ctx, arguments.CONTEXT)
+        check_rule("--cells", conc, arguments.CONCURRENCY)
     t0 = time.time()
     checks = crosscheck(cells, reps=args.reps, max_tokens=args.max_tokens,  # type: ignore[arg-type]
                         overrides=args.overrides or DEFAULT_OVERRIDES)

@@ -16,7 +16,7 @@ through the real CLI (refused cleanly = exit 2, one line naming the key, no
 traceback, nothing written or started). Every figure printed is measured in
 this run; the exit status is 0 only when every row passed.
 
-    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes]
+    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes,issue32]
 
 Section ``classes`` (issue 24) adds a row per class of miss the independent
 testers found: the up-front check checks what runs, one line for expressions,
@@ -24,6 +24,14 @@ storage URLs, run dirs and the sweeper's settings, path keys, what the server
 reports, storage and filesystem faults (damaged study files, read-only dirs,
 a full disk at start, two sweeps on one dir), secrets of a search and a host
 pool, config files as input. The last line is the totals.
+
+Section ``issue32`` adds a row per class of issue 32: files the project reads back (the commands
+over good and hostile result files, calibrate's output dir, the file an error names), values whose
+checks were skipped and SLURM options (classes 8, 9, through the real CLI; the empty search space;
+a SLURM job that fails without a result, on the test cluster when it is up), what servers say
+(counts the stream contradicts, through whole trials; an unknown ITL), interrupts (SIGTERM during
+the max-load bisection, between repeats) and secrets through new doors (landscapes, calibrations,
+SLURM job scripts).
 
 As root (CI) everything runs; without root the tmpfs row is skipped (the
 RLIMIT_FSIZE row stands in for it).
@@ -389,7 +397,9 @@ def file_rows() -> list[Row]:
 
 CLASSES = {1: "the check checks what runs (-cd/-cp/-cn)", 2: "expressions, storage, run dirs, sweeper settings",
            3: "path keys (special files, wrong files, traversal)", 5: "damaged study files on resume",
-           7: "config files as input (alias bomb)"}
+           7: "config files as input (alias bomb)",
+           8: "values whose checks were skipped (issue 32)",
+           9: "SLURM options, where launcher=slurm applies (issue 32)"}
 
 
 def class_rows() -> list[Row]:
@@ -400,8 +410,10 @@ def class_rows() -> list[Row]:
     rows = []
     with ThreadPoolExecutor(max_workers=3) as pool:
         outcomes = list(pool.map(lambda ic: hc.run_cli(ic[1], _work(f"class{ic[1].cls}-{ic[0]}")),
-                                 enumerate(hc.INPUT)))
+                                 enumerate(c for c in hc.INPUT if c.cls <= 7)))
     for cls, what in CLASSES.items():
+        if cls > 7:
+            continue  # issue 32's classes: section issue32
         mine = [o for o in outcomes if o.case.cls == cls]
         clean = [o for o in mine if o.clean]
         worst = max((o.seconds for o in mine), default=0.0)
@@ -409,9 +421,11 @@ def class_rows() -> list[Row]:
                         "2", 0, 0, 0, len(clean) == len(mine),
                         "; ".join(f"{o.case.label}: {o.problem}" for o in mine if not o.clean)[:160]
                         or f"slowest {worst:.1f} s"))
-    # 4: what the server reports
+    # 4: what the server reports (issue 32's count cross-checks: section issue32)
     runs = []
     for mode, field in hc.STAND_IN_USAGE.items():
+        if "usage_mismatch" in field:
+            continue
         run = sweep(_work(mode), "workload.request_timeout_s=5", stand_in=mode)
         doc = run.results[0] if run.results else {}
         named = field in ((doc.get("failure") or {}).get("message") or "")
@@ -514,9 +528,141 @@ def _fs_rows() -> list[Row]:
     return rows
 
 
+# ----------------------------------------------------------------------------- 9. issue 32, class by class
+
+
+def _test_row(section: str, case: str, fn: Callable[..., Any], **kwargs: Any) -> Row:
+    """A row that runs one of tests/faults' scenarios in this process (it asserts what must hold)."""
+    import pytest
+
+    t0 = time.monotonic()
+    params = inspect.signature(fn).parameters
+    args = {k: v for k, v in {"tmp_path": _work("t32"), **kwargs}.items() if k in params}
+    monkey = pytest.MonkeyPatch()
+    if "monkeypatch" in params:
+        args["monkeypatch"] = monkey
+    try:
+        fn(**args)
+        ok, note = True, f"{time.monotonic() - t0:.1f} s"
+    except BaseException as exc:  # noqa: BLE001 - a scenario that fails is a failed row
+        ok, note = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:140] if str(exc).strip() else ''}"
+    finally:
+        monkey.undo()
+    return Row(section, case, "held" if ok else "NOT HELD", "-", "-", "-", "-", "-", ok, note)
+
+
+def _readback_rows() -> list[Row]:
+    from faults.readback_cases import calibrate_inputs, hostile_sweep
+
+    rows = []
+    work = _work("readback")
+    good, bad = hostile_sweep(work / "sweep")
+    for name, args in (("schedule", ["sweep.schedule", "--dir", str(work / "sweep")]),
+                       ("report --dir", ["sweep.report", "--dir", str(work / "sweep")]),
+                       ("sync", ["sweep.sync", str(work / "sweep"), "--tracking-uri",
+                                 f"sqlite:///{work / 'mlflow.db'}"])):
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", *args], cwd=work, env=subprocess_env(COLUMNS="300"),
+                              capture_output=True, text=True, timeout=600)
+        named = sum(sum(str(p) in line for line in proc.stderr.splitlines()) == 1 for p in bad.values())
+        ok = proc.returncode == 1 and named == len(bad) and "Traceback" not in proc.stderr + proc.stdout \
+            and "internal error" not in proc.stderr
+        rows.append(Row("10 readback", f"{name}: 2 good result files and {len(bad)} bad ones (FIFO, /dev/zero, "
+                        "1 GiB, wrong types and ranges)", f"{named}/{len(bad)} named once", "-", str(proc.returncode),
+                        "-", "-", "-", ok, f"{time.monotonic() - t0:.1f} s"))
+    inputs = work / "a" / "b" / "c" / "d" / "in"
+    _, cal_bad = calibrate_inputs(inputs)
+    out = inputs.parent / "out"
+    before = set(work.rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "sweep.calibrate", "-o", str(out), str(inputs)], cwd=work,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=1200)
+    new = set(work.rglob("*")) - before
+    outside = [str(p) for p in new if p != out and out not in p.parents]
+    named = sum(str(p) in proc.stderr for p in cal_bad.values())
+    rows.append(Row("10 readback", "calibrate: a box name ../../../../PWN_calib, a bad landscape, a FIFO",
+                    f"{named}/{len(cal_bad)} named", "-", str(proc.returncode), "-", "-", "-",
+                    proc.returncode == 1 and named == len(cal_bad) and not outside,
+                    f"written outside -o: {outside}" if outside else "nothing outside -o"))
+    (work / "sweep" / "schedule.yaml").unlink(missing_ok=True)
+    (work / "sweep" / "schedule.yaml").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(work / "sweep")], cwd=work,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=600)
+    errs = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    rows.append(Row("10 readback", "schedule.yaml cannot be written: the error names it", "-", "-",
+                    str(proc.returncode), "-", "-", "-",
+                    len(errs) == 1 and "schedule.yaml:" in errs[0] and ".result-" not in proc.stderr,
+                    errs[0][-90:] if errs else proc.stderr[-90:]))
+    return rows
+
+
+def issue32_rows() -> list[Row]:
+    """A row per class of issue 32: files read back, values, SLURM, what servers say, interrupts, secrets."""
+    from faults import hardening_cases as hc
+    from faults import test_interrupt_answers as ti
+    from faults import test_secret_doors as sd
+    from faults import test_server_counts as sc
+    from faults import test_values as tv
+
+    rows = _readback_rows()
+    mine = [c for c in hc.INPUT if c.cls in (8, 9)]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(lambda ic: hc.run_cli(ic[1], _work(f"class{ic[1].cls}-{ic[0]}")), enumerate(mine)))
+    for cls in (8, 9):
+        these = [o for o in outcomes if o.case.cls == cls]
+        clean = [o for o in these if o.clean]
+        rows.append(Row(f"11 class {cls}", f"{CLASSES[cls]}: {len(these)} cases", f"{len(clean)}/{len(these)} refused",
+                        "-", "2", 0, 0, 0, len(clean) == len(these),
+                        "; ".join(f"{o.case.label}: {o.problem}" for o in these if not o.clean)[:160]
+                        or f"slowest {max(o.seconds for o in these):.1f} s"))
+    rows.append(_test_row("11 class 8", "a search space with no runnable point: exit 2, one line",
+                          tv.test_a_search_space_with_no_valid_point_is_one_line_and_exit_2))
+    slurm_conf = os.environ.get("SLURM_CONF") or "/var/tmp/specsweep-slurm/slurm.conf"
+    if shutil.which("sbatch") and Path(slurm_conf).is_file():
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               str(ROOT / "tests" / "slurm" / "test_failures.py"), "-k", "without_a_result"],
+                              cwd=ROOT, env=subprocess_env(SLURM_CONF=slurm_conf), capture_output=True, text=True,
+                              timeout=900)
+        rows.append(Row("11 class 9", "a SLURM job ends FAILED without a result: the search exits 1, as without SLURM",
+                        "-", "-", str(proc.returncode), "-", "-", "-", proc.returncode == 0,
+                        proc.stdout.strip().splitlines()[-1][:100] if proc.stdout.strip()
+                        else f"{time.monotonic() - t0:.0f} s"))
+    else:
+        rows.append(Row("11 class 9", "a SLURM job ends FAILED without a result", note="skipped: no SLURM cluster",
+                        passed=True))
+    # what servers say: through whole trials on the stand-in, then the client and the cell over real HTTP
+    for mode in ("usage_fewer", "usage_twice", "running_short"):
+        run = sweep(_work(mode), "workload.request_timeout_s=5", stand_in=mode)
+        doc = run.results[0] if run.results else {}
+        field = hc.STAND_IN_USAGE[mode]
+        rows.append(_row("12 server counts", f"stand-in: {mode.replace('_', ' ')}", run, status="failed",
+                         reason="bench_errors", exit_code=1, check=lambda r, d=doc, f=field: "" if f in
+                         ((d.get("failure") or {}).get("message") or "") else f"the failure does not name {f!r}"))
+    from bench.misbehaving import MisbehavingServer
+
+    with MisbehavingServer() as double:
+        rows.append(_test_row("12 server counts", "a cell of contradicted counts scores nothing; tokens_source",
+                              sc.test_a_cell_of_contradicted_counts_scores_nothing, double=double))
+        rows.append(_test_row("12 server counts", "an unknown ITL never meets an ITL limit",
+                              sc.test_an_unknown_inter_token_latency_never_meets_an_itl_limit, double=double))
+    rows.append(_test_row("13 interrupts", "SIGTERM in the max-load bisection keeps the answer (stopped: interrupted)",
+                          ti.test_sigterm_during_the_bisection_keeps_the_answer_so_far))
+    rows.append(_test_row("13 interrupts", "an interrupt between repeats keeps the finished repeats",
+                          ti.test_an_interrupt_between_repeats_keeps_the_finished_repeats))
+    rows.append(_test_row("14 secrets", "record_landscape server.api_key=<key>: not in the landscape",
+                          sd.test_record_landscape_masks_a_key_of_its_command_line))
+    rows.append(_test_row("14 secrets", "calibrate: a landscape's command with keys: not in the calibration",
+                          sd.test_calibrate_masks_what_its_input_files_carried))
+    rows.append(_test_row("14 secrets", "launcher.setup with a token: refused from CLI, config file, environment",
+                          sd.test_a_setup_line_with_a_token_is_refused_whatever_its_source))
+    rows.append(_test_row("14 secrets", "a job script holding a secret is never written",
+                          sd.test_the_job_script_is_checked_where_it_is_written))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[], Any]] = {
     "sandbox": sandbox_rows, "orphans": orphan_rows, "secrets": secret_rows, "protocol": protocol_rows,
-    "input": input_rows, "mlflow": mlflow_rows, "files": file_rows, "classes": class_rows,
+    "input": input_rows, "mlflow": mlflow_rows, "files": file_rows, "classes": class_rows, "issue32": issue32_rows,
 }
 
 
@@ -525,9 +671,10 @@ def totals(rows: list[Row]) -> str:
     def count(xs: list[Row]) -> str:
         return f"{sum(r.passed for r in xs)}/{len(xs)}"
 
-    inputs = [r for r in rows if r.section.startswith("5 ") or r.section in (f"8 class {c}" for c in CLASSES)]
-    faults = [r for r in rows if r not in inputs and not r.section.startswith(("1 ", "3 ", "8 class 6"))]
-    leaks = [r for r in rows if r.section.startswith(("1 ", "3 ", "8 class 6"))]
+    inputs = [r for r in rows if r.section.startswith(("5 ", "11 class"))
+              or r.section in (f"8 class {c}" for c in CLASSES)]
+    leaks = [r for r in rows if r.section.startswith(("1 ", "3 ", "8 class 6", "14 "))]
+    faults = [r for r in rows if r not in inputs and r not in leaks]
     secrets = sum(r.secrets for r in rows if isinstance(r.secrets, int))
     orphans = sum(r.orphans for r in rows if isinstance(r.orphans, int))
     lost = sum(r.lost for r in rows if isinstance(r.lost, int))

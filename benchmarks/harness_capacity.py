@@ -119,6 +119,13 @@ def server_tokens(metrics: dict[str, float]) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/harness_capacity.py")(_main)(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument("--requests", type=int, default=None, help="per run (default 4 x concurrency)")
@@ -128,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="paired runs of the two clients (short pairs: less drift within a pair)")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. spec.budget=16)")
-    args = ap.parse_args(argv)
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/harness_capacity.py", ap, argv)  # every argument by its rule
 
     from sweep.bench.client import build_payload, encode_json, path_for
     from sweep.bench.matrix import server_options, trial_accept_len

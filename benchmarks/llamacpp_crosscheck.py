@@ -117,11 +117,20 @@ def table(rows: Sequence[Row], totals: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/llamacpp_crosscheck.py")(_main)(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("overrides", nargs="*", default=["spec=llamacpp_draft", "spec.budget=4"])
-    args = ap.parse_args(argv)
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/llamacpp_crosscheck.py", ap, argv)  # every argument by its rule
     with tempfile.TemporaryDirectory(prefix="llamacpp-crosscheck-") as tmp:
         rows, totals = crosscheck(args.overrides, requests=args.requests, max_tokens=args.max_tokens,
                                   workdir=Path(tmp))

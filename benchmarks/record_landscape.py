@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import socket
@@ -46,6 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from sweep import errors  # noqa: E402 - after the path the script runs from
 
 TARGET_DRAFT = "model.draft_paths.draft=${model.path}"  # the target drafts for itself: full acceptance
 
@@ -136,6 +137,23 @@ def _machine(perf: dict[str, Any]) -> dict[str, Any]:
             "load_avg_at_start": os.getloadavg()[0]}
 
 
+def _result(path: Path) -> dict[str, Any] | None:
+    """A trial's result.json through the project's reader (sweep.readback: regular, bounded, every
+    value checked); None when there is none or it is not one (the trial runs again)."""
+    from sweep import readback
+    from sweep.record.result import check_document
+
+    if not path.exists():
+        return None
+    try:
+        doc = readback.read_json(path)
+        check_document(doc)
+    except (readback.BadFile, readback.Invalid) as exc:
+        print(f"skipped {path}: {exc}", file=sys.stderr)
+        return None
+    return dict(doc)
+
+
 def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
                timeout: float) -> dict[str, dict[str, Any] | None]:
     """One server start: this config on each workload (a multirun when there are several);
@@ -143,12 +161,9 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
     def results() -> dict[str, dict[str, Any] | None]:
         docs: dict[str, dict[str, Any] | None] = {w: None for w in workloads}
         for path in sorted(run_dir.rglob("result.json")):
-            try:
-                doc = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            name = ((doc.get("config") or {}).get("workload") or {}).get("name")
-            if name in docs and doc.get("status") in ("ok", "failed"):
+            doc = _result(path)
+            name = ((doc or {}).get("config") or {}).get("workload", {}).get("name")
+            if doc is not None and name in docs and doc.get("status") in ("ok", "failed"):
                 docs[name] = doc
         return docs
 
@@ -170,12 +185,6 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
         except subprocess.TimeoutExpired:
             pass
     return results()
-
-
-def _masked(doc: Any) -> Any:
-    from sweep import secrets
-
-    return secrets.mask_tree(doc, secrets.redactor(secrets.collect_secrets(doc)))
 
 
 def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +269,7 @@ def assemble(engine: str, spec: dict[str, Any], configs: list[tuple[str, list[st
                     by_cell.setdefault((int(cell["context"]), int(cell["concurrency"])), []).append(cell)
             for (_ctx, _conc), cells in sorted(by_cell.items()):
                 out["points"].append({"config": cid, "workload": wname, **merge_runs(cells)})
-    return round_floats(_masked(out))
+    return round_floats(out)  # masked where it is written (sweep.sim.landscape.write)
 
 
 def _greedy_identity(configs: list[tuple[str, list[str]]], runs: dict[str, list[dict[str, Any]]]) -> None:
@@ -315,7 +324,7 @@ def _accept_summary(accs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", default="llamacpp", choices=sorted(ENGINES))
     p.add_argument("--rounds", type=int, default=3)
@@ -330,13 +339,17 @@ def main() -> int:
     p.add_argument("--summary", type=Path, default=None,
                    help="print a recorded landscape's tables (tok/s with intervals, speedups), run nothing")
     p.add_argument("extra", nargs="*", help="more overrides for every trial")
-    args = p.parse_args()
+    return p
+
+
+@errors.command("benchmarks/record_landscape.py")
+def main(argv: list[str] | None = None) -> int:
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/record_landscape.py", parser(), argv)  # every argument by its rule
     if args.summary is not None:
         print("\n".join(summary(args.summary)))
         return 0
-    if args.rounds < 1:
-        print("error: --rounds: must be >= 1", file=sys.stderr)
-        return 2
     spec = ENGINES[args.engine]
     configs = list(spec["configs"])
     if args.configs:
@@ -353,6 +366,7 @@ def main() -> int:
     base = [*spec["base"], *workload_over, *args.extra]
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
+    from sweep.sim.landscape import write as write_landscape
     from sweep.sim.probe import measure_in_subprocess
 
     composed_wl = {w: dict(from_omegaconf(compose([*base, f"workload={w}"])).raw["workload"]) for w in workloads}
@@ -389,9 +403,7 @@ def main() -> int:
             print(f"[{done}/{total}] round {rnd} {cid}: {said} (eta {eta / 60:.0f} min)", flush=True)
             land = assemble(args.engine, spec, configs, runs, composed_wl, machine, command)
             land["duration_min"] = round((time.time() - t0) / 60, 1)
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(json.dumps(land, indent=1) + "\n")
-            tmp.replace(out)
+            write_landscape(out, land, argv=sys.argv)  # masked where it leaves: a secret of the command line too
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
     return 0
 

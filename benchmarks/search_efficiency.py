@@ -459,6 +459,13 @@ def _median(rows: list[Outcome], which: str, key: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/search_efficiency.py")(_main)(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--hardware", default="b300,pro6000_ep4")
@@ -491,7 +498,11 @@ def main(argv: list[str] | None = None) -> int:
                          "itself unless --truth perturbed)")
     ap.add_argument("--override", action="append", default=[],
                     help="extra Hydra override for every strategy, e.g. hydra.sweeper.prescreen.top_k=6")
-    args = ap.parse_args(argv)
+    from sweep import plugins
+    from sweep.compose import arguments
+
+    plugins.register()  # --override lines are checked with the Optuna sweeper, as it runs them
+    args = arguments.parse("benchmarks/search_efficiency.py", ap, argv)  # every argument by its rule
     logging.disable(logging.WARNING)
     if args.landscape is not None:
         from _landscape_replay import replay_main

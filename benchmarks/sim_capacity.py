@@ -87,12 +87,21 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The benchmark inside the commands' boundary: bad input is one line, exit 2."""
+    from sweep import errors
+
+    return errors.command("benchmarks/sim_capacity.py")(_main)(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("overrides", nargs="*", help="config overrides (default: hardware=b300 spec=ddtree)")
-    ns = ap.parse_args(argv)
+    from sweep.compose import arguments
+
+    ns = arguments.parse("benchmarks/sim_capacity.py", ap, argv)  # every argument by its rule
     overrides = ["hardware=b300", "spec=ddtree", "server.sim.time_scale=0", "server.decode_log_interval=1000",
                  "server.max_running_requests=1024", *ns.overrides]
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,14 +42,14 @@ LANDSCAPES = ROOT / "benchmarks" / "measured" / "landscapes"
 
 def coding_lines(files: list[Path], fitted: dict) -> list[str]:
     """Measured coding evals vs the twin (in-sample constants, the sim's answer lengths)."""
-    import json
-
     from sweep.sim.constants import box_name
     from sweep.sim.predict import predict_coding
 
     lines = []
+    from sweep import readback
+
     for path in files:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = readback.read_json(path)  # a file the fit already read through the same reader
         coding = doc.get("coding") or {}
         if "config" not in doc:
             continue
@@ -181,18 +181,26 @@ def main() -> int:
             return 2
     if not args.no_article:
         article(args.measured)
+    from sweep.errors import ConfigError
+    from sweep.readback import Invalid, Skipped
+    from sweep.sim.landscape import LandscapeError
+
     pooled = []
+    skipped = Skipped()  # a landscape that is not one: one line on stderr, the others judged, exit 1
     for f in files:
-        pooled += landscape(f, args.level, args.detail)
+        try:
+            pooled += landscape(f, args.level, args.detail)
+        except (LandscapeError, ConfigError, Invalid) as exc:
+            skipped.add(f, ValueError(str(exc).removeprefix("error: ").removeprefix(f"landscape {f}: ")))
     if not pooled:
         print("held-out: no recorded landscape (benchmarks/record_landscape.py records one)")
-        return 0
+        return skipped.exit_code()
     from sweep.sim.heldout import Report
 
     med, cov, n = Report.summary(pooled)
     print(f"held-out: median |error| {med:.1f}%, coverage {cov:.0f}% "
           f"({n} held-out points, {int(100 * args.level)}% bands)")
-    return 0
+    return skipped.exit_code()
 
 
 if __name__ == "__main__":

@@ -144,10 +144,16 @@ class SlurmJobs:
 
     # -- submitting ---------------------------------------------------------------------------
     def _write(self, name: str, argv: Sequence[str], job_dir: Path, cwd: Path) -> Path:
+        from sweep import secrets
+
+        text = script(self.settings, name, argv, job_dir, cwd)
+        if secrets.found_in([text]):  # checked up front too (the key table, the sweeper): never written
+            raise SubmitError("the job script would hold a secret (launcher.setup, launcher.command or the "
+                              "command line): pass it through the environment instead")
         d = job_dir / "slurm"
         d.mkdir(parents=True, exist_ok=True)
         path = d / "job.sh"
-        path.write_text(script(self.settings, name, argv, job_dir, cwd))
+        path.write_text(text)
         path.chmod(0o700)
         return path
 

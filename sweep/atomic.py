@@ -30,6 +30,7 @@ from typing import IO, Any, Callable, Mapping
 
 from sweep.errors import EXIT_FAILED, SweepError
 
+TMP_PREFIX = ".result-"  # the temporary file beside the one being written
 # No space, quota exceeded, or past the file size limit (RLIMIT_FSIZE): no room either way.
 NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -142,12 +143,14 @@ def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any], private: boo
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".result-", suffix=suffix, dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=suffix, dir=path.parent)
     except OSError as exc:
         if no_room(exc):
             quiet_log_errors()
             raise DiskFull(path, exc) from None
-        raise
+        if (named := _named(exc, path)) is exc:
+            raise
+        raise named from exc
     try:
         os.fchmod(fd, file_mode(private))  # mkstemp made it 0600
         with os.fdopen(fd, "w") as fh:
@@ -163,8 +166,18 @@ def _write(path: Path, suffix: str, body: Callable[[IO[str]], Any], private: boo
         if isinstance(exc, OSError) and no_room(exc):
             quiet_log_errors()
             raise DiskFull(path, exc) from None
+        if isinstance(exc, OSError) and (named := _named(exc, path)) is not exc:
+            raise named from exc
         raise
     return path
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming the file being written: the temporary file beside it is ours, not the user's
+    (an error about writing schedule.yaml names schedule.yaml)."""
+    if exc.filename is not None and not Path(str(exc.filename)).name.startswith(TMP_PREFIX):
+        return exc  # it names what failed (a parent directory that is a file ...)
+    return type(exc)(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def read_json(path: Path) -> Any:

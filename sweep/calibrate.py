@@ -3,6 +3,9 @@
     python -m sweep.calibrate multirun/ benchmarks/measured/          # -> the user calibration dir
     python -m sweep.calibrate -o sweep/sim/calibrations benchmarks/measured/   # the shipped ones
 
+Exit status: 0; 1 when a file was skipped because it is not what it claims to be (each named
+in one line on stderr, ``skipped <path>: <why>``; the fit uses the others); 2 on bad input.
+
 Reads result files of real trials (``simulated: false``; any mix of boxes,
 budgets, contexts, concurrencies) and recorded landscapes (the grid files of
 ``benchmarks/record_landscape.py``: any engine, any box -- a CPU box running
@@ -82,15 +85,22 @@ def report(result: Fit, loaded: Loaded, out: TextIO = sys.stdout) -> list[str]:
 
 @errors.command("sweep.calibrate")
 def main(argv: Sequence[str] | None = None) -> int:
-    args = errors.one_line_usage_errors(_parser()).parse_args(argv)
+    from sweep.compose import arguments
+
+    args = arguments.parse("sweep.calibrate", _parser(), argv)  # every argument by its rule
     for path in args.results:
         if not path.exists():
             raise errors.ConfigError("results", f"no such file or directory: {path}")
     from sweep.sim import calfile, constants, fit, measured
 
+    from sweep.readback import Skipped
+
     loaded = measured.load(args.results)
     for path, why in loaded.skipped:
         print(f"skipped {path}: {why}")
+    bad = Skipped()  # files that are not what they claim: one line each on stderr, exit 1 at the end
+    for exc in loaded.bad:
+        bad.add(exc.path, exc)
     if not loaded.points:
         raise errors.ConfigError("results", "no real result files with measured figures "
                                  "(need status ok, simulated: false, cells or coding figures)")
@@ -110,12 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in report(result, loaded):
         print(line, file=sys.stderr)
     if args.dry_run:
-        return 0
+        return bad.exit_code()
     out = args.out or constants.user_dir()
     for box in args.box or boxes:
         path = calfile.write(out, box, result, loaded)
         print(f"wrote {path}")
-    return 0
+    return bad.exit_code()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ the directory.
 
 ``--slo`` judges under another SLO than the trials ran with, from the
 latency rows each cell keeps (the trials' own ``objective.slo`` by default).
-Exit status: 0; 1 when no trial finished; 2 on bad input.
+Exit status: 0; 1 when no trial finished, or when a result file was skipped (each named in one
+line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are scheduled); 2 on
+bad input.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from sweep.errors import ConfigError, command, one_line_usage_errors
+from sweep.errors import ConfigError, command
 from sweep.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sweep.schedule", description=(
         "Per load level the best feasible config, its speedup over the baseline, the crossover; "
         "writes schedule.yaml and charts into the sweep dir."))
@@ -44,7 +46,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-slo", action="store_true",
                    help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
-    return one_line_usage_errors(p).parse_args(argv)
+    return p
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    from sweep.compose import arguments
+
+    return arguments.parse("sweep.schedule", parser(), argv)  # every argument by its rule
 
 
 def _slo(args: argparse.Namespace) -> Slo | None:
@@ -54,26 +62,24 @@ def _slo(args: argparse.Namespace) -> Slo | None:
         return Slo()  # no limit: nothing is judged
     if not args.slo and args.percentile is None:
         return None
+    from sweep.compose import bounds
+
     values: dict[str, float] = {}
     for item in args.slo:
         key, sep, raw = item.partition("=")
         if not sep or key not in LIMITS:
             raise ConfigError("--slo", f"LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {item!r}")
-        try:
-            values[key] = float(raw)
-        except ValueError:
-            raise ConfigError(f"--slo {key}", f"a number of milliseconds, got {raw!r}") from None
-        if not values[key] > 0:
-            raise ConfigError(f"--slo {key}", f"must be > 0 ms, got {raw}")
+        # the rule of objective.slo.<limit> (the key table): finite, > 0, bounded -- as in a config
+        values[key] = bounds.check(f"--slo {key}", raw.strip(), rule_key=f"objective.slo.{key}")
     pct = args.percentile
-    if pct is not None and not 0 < pct <= 100:
-        raise ConfigError("--percentile", f"in (0, 100], got {pct:g}")
+    if pct is not None:
+        pct = bounds.check("--percentile", pct, rule_key="objective.slo.percentile")
     if not values:
         raise ConfigError("--percentile", "needs at least one --slo LIMIT=MS to judge")
     return Slo(**values, **({"percentile": pct} if pct is not None else {}))
 
 
-def _landscapes(root: Path, unreadable: list[Path]) -> list[tuple[Any, Any]]:
+def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
     """Recorded landscapes (``specsweep.landscape/1``) among the directory's JSON files, as the
     trials they ran: anyone can check a schedule against a landscape's raw cells without its work dir."""
     from sweep.score.metrics import metrics
@@ -84,9 +90,9 @@ def _landscapes(root: Path, unreadable: list[Path]) -> list[tuple[Any, Any]]:
         if path.name == "result.json" or not path.is_file() or not landscape.is_landscape(path):
             continue
         try:
-            docs = landscape.trial_docs(landscape.load(path))
-        except (landscape.LandscapeError, ValueError, TypeError, KeyError):
-            unreadable.append(path)
+            docs = landscape.trial_docs(landscape.load(path))  # the one reader (sweep/readback.py)
+        except (landscape.LandscapeError, ValueError, TypeError, KeyError) as exc:
+            skipped.add(path, exc)
             continue
         for source, doc in docs:
             doc.metrics = metrics(doc)
@@ -104,19 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.schedule import build_schedules, schedule_document
     from sweep.report.schedule_text import print_schedules
 
-    unreadable: list[Path] = []
-    found = sorted(iter_results(args.dir, on_error=lambda p, _e: unreadable.append(p)), key=lambda x: str(x[0]))
-    found += _landscapes(args.dir, unreadable)
-    if unreadable:
-        print(f"warning: {len(unreadable)} result file(s) could not be read (first: {unreadable[0]})",
-              file=sys.stderr)
+    from sweep.readback import Skipped
+
+    skipped = Skipped()  # each bad file: one line on stderr; the others are scheduled; exit 1
+    found = sorted(iter_results(args.dir, on_error=skipped), key=lambda x: str(x[0]))
+    found += _landscapes(args.dir, skipped)  # recorded landscapes: each round a trial
     schedules = build_schedules([d for _, d in found], slo, [str(p) for p, _ in found])
     if not schedules:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
         return 1
     print_schedules(schedules)
     if args.no_write:
-        return 0
+        return skipped.exit_code()
     import yaml
 
     from sweep.atomic import write_atomic_text
@@ -130,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"written: {path}", file=sys.stderr)
     for p in deployment_plots(schedules, args.dir):
         print(f"chart:   {p}", file=sys.stderr)
-    return 0
+    return skipped.exit_code()
 
 
 if __name__ == "__main__":

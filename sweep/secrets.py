@@ -196,6 +196,23 @@ def env_secrets(env: Mapping[str, Any]) -> set[str]:
             and v.lower() not in NOT_SECRETS and not _reference(v) and not _number(v)}
 
 
+def found_in(texts: Iterable[str], environ: Mapping[str, str] | None = None) -> set[str]:
+    """The secrets ``texts`` hold, whatever brought them there: a value after a secret name
+    (``HF_TOKEN=...``, ``--token ...``, ``api_key: ...``), a URL's password, or the value of a
+    secret-named environment variable (``${oc.env:HF_TOKEN}`` resolved into a config file's line)
+    or one this process was told to mask. One rule for a text that will leave the process verbatim
+    (a SLURM job script) wherever its lines came from: the command line, a config file, the
+    environment."""
+    texts = [t for t in texts if isinstance(t, str)]
+    found: set[str] = set()
+    for text in texts:
+        found |= _assigned_secrets(text)
+    for value in from_environ(environ) | (set(_remembered) if environ is None else set()):
+        if any(value in text for text in texts):
+            found.add(value)
+    return found
+
+
 def remember(values: Iterable[Any]) -> None:
     """Mask these values by value in everything this process writes from now on."""
     with _lock:

@@ -11,7 +11,9 @@ Definitions (docs/deployment.md):
 * A request **meets the SLO** when it succeeded and each limit that is set
   holds for it: its TTFT, its TPOT ((e2e - TTFT) / (tokens - 1)), its e2e, and
   its inter-token latency at the SLO's percentile (90% of its token gaps within
-  ``itl_ms``, by default). Unset limits do not count.
+  ``itl_ms``, by default). Unset limits do not count. A limit on a figure the request does
+  not have is *not* met: an unknown ITL (one token, or every token in one event) is never
+  "within" a limit; only TPOT of a one-token answer counts as 0 (vLLM's goodput rule).
 * ``slo_attainment`` = requests meeting it / requests sent (a failed request
   never meets it).
 * ``goodput_req_s`` = requests meeting it per second of the cell's wall time;
@@ -84,11 +86,14 @@ class Slo:
 
     def meets(self, ttft_ms: float | None, tpot_ms: float | None, e2e_ms: float | None,
               itl_ms: float | None) -> bool:
-        """One successful request against every limit that is set (a figure the request does
-        not have -- TPOT of a one-token answer, ITL of a one-event stream -- holds)."""
-        for limit, value in ((self.ttft_ms, ttft_ms), (self.tpot_ms, tpot_ms), (self.e2e_ms, e2e_ms),
-                             (self.itl_ms, itl_ms)):
-            if limit is not None and value is not None and value > limit:
+        """One successful request against every limit that is set. A limit on a figure nobody can
+        know for this request is not met: an inter-token latency of a one-token answer or of a
+        stream whose tokens came in one event (no gap was seen), a TTFT or e2e the row lacks. A
+        one-token answer's TPOT is 0 (vLLM's ``bench serve --goodput`` rule: it has no decode)."""
+        if self.tpot_ms is not None and tpot_ms is not None and tpot_ms > self.tpot_ms:
+            return False
+        for limit, value in ((self.ttft_ms, ttft_ms), (self.e2e_ms, e2e_ms), (self.itl_ms, itl_ms)):
+            if limit is not None and (value is None or value > limit):
                 return False
         return True
 

@@ -17,8 +17,7 @@ from typing import Sequence
 from sweep import errors
 
 
-@errors.command("sweep.sync")
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.sync", description=(
         "Upload result.json files that are not in MLflow yet (mlflow.synced false). "
         "Idempotent: running it twice creates no duplicate runs."))
@@ -30,7 +29,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--experiment", help="default: the sweep's / config's (specsweep)")
     parser.add_argument("--include-running", action="store_true",
                         help="also upload results still marked running (as KILLED runs)")
-    args = errors.one_line_usage_errors(parser).parse_args(argv)
+    return parser
+
+
+@errors.command("sweep.sync")
+def main(argv: Sequence[str] | None = None) -> int:
+    from sweep.compose import arguments
+
+    args = arguments.parse("sweep.sync", parser(), argv)  # every argument by its rule
     from rich.console import Console
 
     from sweep import secrets

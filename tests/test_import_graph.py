@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("result", ("sweep.record.result", "sweep.record._model")),  # the typed result file
     ("compose", ("sweep.compose",)),  # typed config, checks, render
     ("leaves", ("sweep", "sweep.errors", "sweep.secrets", "sweep.atomic", "sweep.launch", "sweep.stats",
-                "sweep.slo", "sweep.dirlock", "sweep.bounded_http")),
+                "sweep.slo", "sweep.dirlock", "sweep.bounded_http", "sweep.readback")),
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import tempfile
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,11 @@ def test_rounds_are_runs_points_merge_them_and_the_failed_stay() -> None:
     workloads = {"edit": {"name": "edit"}, "prose": {"name": "prose"}}
     doc = mod.assemble("vllm", {"hardware": "cpu"}, configs, runs, workloads, {"cores": 2}, "python x "
                        "server.api_key=sk-landscape-secret-123")
-    text = json.dumps(doc)
-    assert "sk-landscape-secret-123" not in text  # the command, the argv, the composed server: masked
+    from sweep.sim.landscape import write
+
+    written = write(Path(tempfile.mkdtemp()) / "l.json", doc, argv=["server.api_key=sk-landscape-secret-123"])
+    text = written.read_text()
+    assert "sk-landscape-secret-123" not in text  # the command, the argv, the composed server: masked where it leaves
     assert doc["schema"] == "specsweep.landscape/1" and set(doc["workloads"]) == {"edit", "prose"}
     assert len(doc["runs"]) == 10 and {r["round"] for r in doc["runs"]} == {1, 2, 3}
     edit = [r for r in doc["runs"] if r["config"] == "ngram-b4" and r["workload"] == "edit"]

@@ -350,12 +350,17 @@ class OptunaSweeperImpl:
                              "such as spec.budget=choice(4,8,16)")
         _refuse_bad_values(space)  # before the study starts
         self._check_composes(space)
+        rules = self._declared_rules(space)
+        if rules.valid_points() == []:  # a discrete space none of whose points exists or runs
+            raise ConfigError("hydra.sweeper.params", "no point of the search space can run "
+                              f"({rules.summary()}): widen the space or change the rules "
+                              "(spec.constraints, hydra.sweeper.quirks)")
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         name = s.study_name or str(self.config.hydra.job.name)
         worker = s.pool.get("worker")
         if worker:
-            return self._work(space, sweep_dir, name, str(worker))
+            return self._work(space, sweep_dir, name, str(worker), rules)
         from . import _pool
 
         runner = self._jobs_runner(sweep_dir, name)  # before the study: bad input submits nothing
@@ -366,7 +371,6 @@ class OptunaSweeperImpl:
             raise ConfigError("hydra.sweeper.storage", "memory: a host pool needs a storage every "
                              "worker process shares (null: a journal file in the sweep dir)")
         lock = _storage.study_lock(s.storage, sweep_dir, name)
-        rules = self._declared_rules(space)
         study, shown = open_study(s, space, sweep_dir, name, lock=lock, rules=rules,
                                   objective_name=_objective_name(self.config))
         log.info("study %r in %s: sampler %s, directions %s, n_trials %d (whole study), space %s; %s",
@@ -469,11 +473,11 @@ class OptunaSweeperImpl:
                           around_job=(lambda t: _prune.reporting(t, pruner)) if pruner else None,
                           identify=_identify(rules) if rules is not None else None)
 
-    def _work(self, space: _space.SearchSpace, sweep_dir: Path, name: str, label: str) -> None:
+    def _work(self, space: _space.SearchSpace, sweep_dir: Path, name: str, label: str,
+              rules: _rules.Rules) -> None:
         """One worker of a pool: the loop on the shared study; the controller reports."""
         s = self.settings
         lock = _storage.study_lock(s.storage, sweep_dir, name)
-        rules = self._declared_rules(space)
         study, shown = open_study(s, space, sweep_dir, name, lock=lock, salt=label, rules=rules)
         log.info("worker %s on study %r in %s", label, name, shown)
         loop = self._loop(study, space, name, lock, label=label, rules=rules)

@@ -96,6 +96,9 @@ class JobsRunner:
             self._done.append((run, failed("submit_failed", str(exc))))
             return
         run.info["job_id"] = job_id
+        from sweep.atomic import now_iso
+
+        run.info["submitted"] = now_iso()
         run.trial.set_user_attr("slurm_job_id", job_id)
         self._out[job_id] = run
         log.info("trial %d: SLURM job %s submitted (%s)", run.number, job_id, job_dir)
@@ -134,24 +137,55 @@ class JobsRunner:
             attrs["status"] = doc.status
         cells = len(doc.cells) if doc is not None else 0
         if end.reason == "time_limit":
+            if outcome is None:
+                self._record_failure(run, job_dir, "time_limit", end.message, end.log_path)
             return failed("time_limit", f"{end.message}; the trial stopped with {cells} finished "
                           "cell(s) (result.json status interrupted); raise launcher.sbatch.time",
                           **attrs)
         if end.reason == "preempted":
             lost = int(run.trial.user_attrs.get("lost") or 0)
             if lost >= int(self.jobs.max_requeue):
+                if outcome is None:
+                    self._record_failure(run, job_dir, "job_lost", end.message, end.log_path)
                 return failed("job_lost", f"{end.message}; its config was lost {lost + 1} times "
                               f"(launcher.max_requeue={self.jobs.max_requeue}): not run again",
                               **attrs)
             return failed("preempted", f"{end.message}; its config is queued again", **attrs)
         if end.reason in ("interrupted", "oom"):
+            if end.reason == "oom" and outcome is None:
+                self._record_failure(run, job_dir, "oom", end.message, end.log_path)
             return failed(str(end.reason), end.message, **attrs)
         if outcome is None:
+            self._record_failure(run, job_dir, "job_failed", f"{end.message} without a finished result.json",
+                                 end.log_path)
             return failed("job_failed", f"{end.message} without a finished result.json; the last "
                           f"lines of {end.log_path}:\n{_tail(end.log_path)}", **attrs)
         outcome.user_attrs.update({k: v for k, v in attrs.items() if k not in outcome.user_attrs
                                    or k.startswith("slurm_")})
         return outcome
+
+    def _record_failure(self, run: Running, job_dir: Path, reason: str, message: str, log_path: Path) -> None:
+        """A job that ended without a finished result leaves one, ``failed`` with the reason, as a trial
+        that fails in this process does: the report, sync and the exit status (every trial failed: 1)
+        then mean the same with and without SLURM. A result the trial began (``running``) keeps its cells."""
+        from sweep.atomic import now_iso
+        from sweep.record.result import Failure, TrialInfo, TrialResult
+
+        path = job_dir / "result.json"
+        try:
+            doc = TrialResult.load(path)
+        except (OSError, ValueError):
+            doc = TrialResult(trial=TrialInfo(name=f"{self.job_name}-{run.number}", hardware="?", spec="?",
+                                              job_dir=str(job_dir), sweep_dir=str(self.sweep_dir),
+                                              job_num=run.number, overrides=list(run.overrides),
+                                              started=str(run.info.get("submitted") or now_iso())))
+        doc.status = "failed"
+        doc.failure = Failure(reason=reason, message=message, log_tail=_tail(log_path))
+        doc.trial.finished = now_iso()
+        try:
+            doc.write(path)
+        except OSError as exc:  # the study is told either way; the file is what the report reads
+            log.warning("trial %d: could not record its failure in %s (%s)", run.number, path, exc)
 
     def cancel(self, why: str) -> None:
         if self._out:

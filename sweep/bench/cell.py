@@ -91,6 +91,7 @@ class CellResult:
     prompt_tokens_mean: float | None
     duration_s: float
     accept_rate: float | None = None   # accepted / drafted draft tokens (/metrics around the window)
+    tokens_source: str | None = None   # usage: the server's counts, checked against the stream (reported.py)
     spec_tokens: int = 0          # numerator of accept_len: tokens the verify steps yielded
     spec_verify_ct: int = 0       # denominator of accept_len
     cache: str | None = None      # what the prefix cache held when the window opened (matrix.CACHE_STATES)
@@ -189,7 +190,7 @@ def aggregate(context: int, concurrency: int, results: Sequence[RequestResult],
         tpot_ms_p50=_ms(tpot, 50), tpot_ms_p90=_ms(tpot, 90), tpot_ms_p99=_ms(tpot, 99),
         e2e_ms_p50=_ms(e2e, 50), e2e_ms_p90=_ms(e2e, 90), e2e_ms_p99=_ms(e2e, 99),
         accept_len=accept_len_of(spec_tokens, spec_verify),
-        completion_tokens=tokens,
+        completion_tokens=tokens, tokens_source="usage" if ok else None,
         prompt_tokens_mean=round(sum(prompt) / len(prompt), 2) if prompt else None,
         duration_s=round(duration_s, 6), spec_tokens=spec_tokens, spec_verify_ct=spec_verify,
         request_rate=request_rate,

@@ -247,8 +247,11 @@ def _finish(rec: RequestResult, st: Stream, keep_text: bool, max_tokens: int | N
         if st.usage:
             rec.completion_tokens, rec.prompt_tokens = reported.usage(st.usage, content_events=rec.chunks,
                                                                       max_tokens=max_tokens)
-        if rec.chunk_tokens:
-            reported.running(rec.chunk_tokens, rec.completion_tokens)
+        if len(st.finals) > 1:
+            reported.usage_blocks(st.finals)
+        if rec.chunk_tokens or st.last_running is not None:
+            reported.running(rec.chunk_tokens, rec.completion_tokens, last_chunk=st.last_running,
+                             closed=bool(st.finals))
     except reported.BadReport as bad:
         rec.completion_tokens = rec.prompt_tokens = None
         rec.chunk_tokens = []

@@ -282,15 +282,24 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 def done(rec: RequestResult, task: Any = task) -> None:
                     bar.advance(task)
 
-                runs = [await run_cell(base_url, workload, model_name, point, prompts,
-                                       api_key=api_key, on_done=done, request_extras=request_extras,
-                                       endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
-                                       flush=start_cold if flush else None, counters=counters)
-                        for _ in range(repeats)]
-                pooled = aggregate(point.context, point.concurrency, [r for run in runs for r in run.results],
-                                   sum(run.duration_s for run in runs), slo,
-                                   request_rate=point.rate) if repeats > 1 else runs[0]
-                cell = combine(runs, pooled)
+                runs: list[CellResult] = []
+                try:
+                    for _ in range(repeats):
+                        runs.append(await run_cell(base_url, workload, model_name, point, prompts,
+                                                   api_key=api_key, on_done=done, request_extras=request_extras,
+                                                   endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
+                                                   flush=start_cold if flush else None, counters=counters))
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    # Ctrl-C / SIGTERM between repeats: the repeats that finished are a measurement,
+                    # kept as the cell (repeats says how many), as a server that died would have left them
+                    if runs:
+                        cell = combine(runs, _pooled(point, runs, slo))
+                        out.append(cell)
+                        plan.record(point, cell, runs)
+                        if on_cell is not None:
+                            on_cell(cell)
+                    raise
+                cell = combine(runs, _pooled(point, runs, slo))
                 bar.update(task, tok_s=f"{cell.output_tok_s:,.0f} tok/s"
                            + (f"  SLO {cell.slo_attainment:.0%}" if cell.slo_attainment is not None else "")
                            + (f"  {cell.errors} errors" if cell.errors else ""))
@@ -299,6 +308,14 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 if on_cell is not None:
                     on_cell(cell)
     return out
+
+
+def _pooled(point: Any, runs: list[CellResult], slo: "Slo | None") -> CellResult:
+    """Every repeat's requests as one cell over the repeats' total duration (one run: itself)."""
+    if len(runs) == 1:
+        return runs[0]
+    return aggregate(point.context, point.concurrency, [r for run in runs for r in run.results],
+                     sum(run.duration_s for run in runs), slo, request_rate=point.rate)
 
 
 def server_options(cfg: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 from sweep.compose.keys import MAX_CONTEXT
 
 KIND = "bad_value"              # the request's error kind (sweep/bench/client.py ERROR_KINDS)
+MISMATCH = "usage_mismatch"     # the detail of a count that disagrees with another the same answer gave
 MAX_TOKENS = MAX_CONTEXT        # tokens of one request, prompt or completion
 MAX_COUNTER = 1e15              # a /metrics counter or a log figure
 
@@ -80,15 +81,18 @@ def usage(raw: Any, *, content_events: int, max_tokens: int | None = None) -> tu
         raise BadReport("usage", f"{_shown(raw)} is not an object")
     completion = count("usage.completion_tokens", raw.get("completion_tokens"))
     prompt = count("usage.prompt_tokens", raw.get("prompt_tokens"))
-    if completion is not None and completion < 1 <= content_events:
-        raise BadReport("usage.completion_tokens", f"{completion} although {content_events} events carried text")
+    if completion is not None and completion < content_events:  # each content event carries >= 1 token
+        raise BadReport("usage.completion_tokens", f"{MISMATCH}: {completion} tokens, although {content_events} "
+                        "events carried text (each carries at least one token)")
     if completion is not None and max_tokens is not None and completion > max_tokens:
         raise BadReport("usage.completion_tokens", f"{completion} is more than the request's max_tokens {max_tokens}")
     return completion, prompt
 
 
-def running(values: Sequence[Any], final: int | None) -> None:
-    """Running usage (``continuous_usage_stats``): whole counts, never decreasing, up to the final count."""
+def running(values: Sequence[Any], final: int | None, *, last_chunk: Any = None, closed: bool = False) -> None:
+    """Running usage (``continuous_usage_stats``): whole counts, never decreasing, up to the final count;
+    ``closed`` (a final usage block came after the chunks): the final equals the last running count
+    (``last_chunk``: of the last chunk that carried one, content or not)."""
     last = 0
     for v in values:
         n = count("usage.completion_tokens (running)", v)
@@ -98,6 +102,19 @@ def running(values: Sequence[Any], final: int | None) -> None:
         last = n
     if final is not None and last > final:
         raise BadReport("usage.completion_tokens (running)", f"{last} is more than the final count {final}")
+    end = count("usage.completion_tokens (running)", last_chunk)
+    if closed and final is not None and end is not None and end != final:
+        raise BadReport("usage.completion_tokens", f"{MISMATCH}: the final count {final} is not the last "
+                        f"running count {end}")
+
+
+def usage_blocks(finals: Sequence[Any]) -> None:
+    """Two final usage blocks of one answer must say the same (which one would the count be?)."""
+    seen = [count("usage.completion_tokens", v) for v in finals]
+    distinct = list(dict.fromkeys(v for v in seen if v is not None))
+    if len(distinct) > 1:
+        raise BadReport("usage.completion_tokens", f"{MISMATCH}: {len(seen)} usage blocks disagree "
+                        f"({' then '.join(map(str, distinct[:4]))} tokens)")
 
 
 def metrics_window(window: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -62,12 +62,15 @@ def as_int(value: Any) -> int | None:
 class Stream:
     """Incremental state of one SSE stream (kept out of the hot loop's locals)."""
 
-    __slots__ = ("rec", "parts", "usage", "meta", "extras", "done", "finish", "buf", "err", "seen")
+    __slots__ = ("rec", "parts", "usage", "meta", "extras", "done", "finish", "buf", "err", "seen", "finals",
+                 "last_running")
 
     def __init__(self, rec: "RequestResult") -> None:
         self.rec = rec
         self.parts: list[str] = []
         self.usage: dict[str, Any] | None = None
+        self.finals: list[Any] = []            # completion_tokens of each usage block without choices
+        self.last_running: Any = None          # the last running count of a chunk with choices
         self.meta: dict[str, Any] | None = None
         # raw fields of the non-content events (timings, meta_info, sglext...), for
         # the acceptance readers declared in server YAML (sweep.bench.acceptance)
@@ -116,6 +119,8 @@ class Stream:
         usage = ev.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+            if not ev.get("choices"):  # a final usage block: a second one must say the same
+                self.finals.append(usage.get("completion_tokens"))
         keep_extras(self.extras, ev)
         meta = meta_of(ev)
         if meta is not None:  # merged: later events may carry only part of the counters
@@ -153,9 +158,11 @@ class Stream:
             try:
                 ev = loads(data)
                 usage = ev.get("usage")
+                choices = ev.get("choices")
                 if usage:  # running usage rides on every chunk: kept here, not in the rare path
                     self.usage = usage
-                choices = ev.get("choices")
+                    if choices:
+                        self.last_running = usage.get("completion_tokens")
                 if ((usage and not choices) or "error" in ev or "meta_info" in ev or "sglext" in ev
                         or "timings" in ev or "object" not in ev):
                     err = self._rare(ev)

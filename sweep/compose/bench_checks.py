@@ -105,7 +105,60 @@ def max_load(node: Mapping[str, Any], contexts: tuple[int, ...]) -> MaxLoadSearc
         raise ConfigError(f"{p}.start" if not start.is_integer() else f"{p}.max",
                           "counts in-flight requests with over=concurrency: a whole number, got "
                           f"{start if not start.is_integer() else top:g}")
-    return MaxLoadSearch(enabled=True, over=over, start=start, max=top,
-                         tolerance=float(_v(raw, p, "tolerance", 0.1)),
-                         max_rounds=int(_v(raw, p, "max_rounds", 6)),
-                         concurrency=int(_v(raw, p, "concurrency", 256)))
+    out = MaxLoadSearch(enabled=True, over=over, start=start, max=top,
+                        tolerance=float(_v(raw, p, "tolerance", 0.1)),
+                        max_rounds=int(_v(raw, p, "max_rounds", 6)),
+                        concurrency=int(_v(raw, p, "concurrency", 256)))
+    if over == "rate":
+        _rate_search_bounded(out, node)
+    return out
+
+
+MAX_RATE_SEARCH_S = 3600.0  # arrivals of one max-load search over rate: an hour at most
+
+
+def rate_search_seconds(ml: MaxLoadSearch, requests_for: Any) -> float:
+    """The longest a search over rate can spend sending its arrivals (requests / rate per probe):
+    doubling from ``start`` to ``max`` with every probe meeting the SLO, then ``max_rounds``
+    bisection probes no slower than the first; or ``start`` missing and the search halving
+    ``max_rounds`` times (each halving doubles a probe's time). Serving time comes on top."""
+    def probe(rate: float) -> float:
+        return requests_for(rate) / rate
+
+    up, rate = 0.0, ml.start
+    while True:
+        up += probe(rate)
+        if rate >= ml.max:
+            break
+        rate = min(rate * 2, ml.max)
+    down, rate = probe(ml.start), ml.start
+    for _ in range(ml.max_rounds):
+        rate /= 2
+        down += probe(rate)
+    return max(up + ml.max_rounds * probe(ml.start), down)
+
+
+def _rate_search_bounded(ml: MaxLoadSearch, node: Mapping[str, Any]) -> None:
+    """A search over rate whose arrivals alone would take hours (a start of 0.001 req/s) is refused."""
+    import dataclasses
+    import math
+
+    p = "workload"
+    per_cell = _v(node, p, "requests_per_cell")
+    least = int(_v(node, p, "min_requests", 2) or 2)
+
+    def requests_for(rate: float) -> int:
+        return int(per_cell) if per_cell is not None else max(2 * math.ceil(rate), least)
+
+    worst = rate_search_seconds(ml, requests_for)
+    if worst <= MAX_RATE_SEARCH_S:
+        return
+    ok = ml.start
+    while ok < ml.max and rate_search_seconds(dataclasses.replace(ml, start=ok), requests_for) > MAX_RATE_SEARCH_S:
+        ok *= 2
+    first = requests_for(ml.start) / ml.start
+    hint = (f"start at {float(f'{ok:.2g}'):g} req/s or more" if ok < ml.max else "a higher start")
+    raise ConfigError("workload.max_load.start", f"{ml.start:g} req/s: the search's arrivals alone could take "
+                      f"{worst / 3600:.1f} h (its first probe sends {requests_for(ml.start)} requests over "
+                      f"{first:,.0f} s; at most {MAX_RATE_SEARCH_S / 3600:g} h): {hint}, fewer requests per "
+                      "probe (workload.requests_per_cell) or fewer workload.max_load.max_rounds")

@@ -83,9 +83,12 @@ def _fmt(x: float) -> str:
 
 def _range(key: str, value: float, rule: Rule) -> None:
     lo, hi = rule.lo, rule.hi
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
+    below = lo is not None and (value <= lo if rule.lo_open else value < lo)
+    if below or (hi is not None and value > hi):
         if hi is None:
-            rng = f">= {_fmt(lo or 0)}"
+            rng = f"{'>' if rule.lo_open else '>='} {_fmt(lo or 0)}"
+        elif rule.lo_open and lo is not None:
+            rng = f"> {_fmt(lo)} and <= {_fmt(hi)}"
         else:
             rng = f"in [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None else f"<= {_fmt(hi)}"
         suffix = f" ({rule.what})" if rule.what else ""
@@ -353,8 +356,52 @@ def _as_slurm_time(key: str, value: Any, rule: Rule) -> str:
     return text
 
 
-# options that would take the job over from the launcher (its script, its log, its cwd)
-_SBATCH_OWNED = ("--wrap", "--output", "--error", "--chdir", "--parsable", "--test-only", "--wait")
+# sbatch options launcher=slurm relies on (launchers/slurm.py), each with why; docs/cluster.md lists them.
+SBATCH_OWNED: dict[str, str] = {
+    "array": "one trial is one job: an array runs the trial once per task into one result.json, and its "
+             "tasks' ids (123_4) are not the job id the controller watches",
+    "signal": "the time limit's early signal goes to the job's shell (B:USR1 at launcher.signal_s), whose trap "
+              "records time_limit: set launcher.signal_s",
+    "requeue": "the controller runs a lost config again itself (launcher.max_requeue); a job SLURM requeues "
+               "runs its trial twice under one id",
+    "no-requeue": "the launcher submits every job --no-requeue already (launcher.max_requeue decides)",
+    "export": "the job runs with the controller's environment (sbatch's default, ALL): the project, its "
+              "Python and the secrets passed through the environment; NONE or a list drops them",
+    "get-user-env": "the job runs with the controller's environment, not a login shell's",
+    "output": "the job's log is <job dir>/slurm/slurm-<id>.out, which the controller reads when a job ends "
+              "without a result",
+    "error": "the job's log (stdout and stderr) is <job dir>/slurm/slurm-<id>.out, read by the controller",
+    "open-mode": "the job's log is written as the launcher opens it",
+    "chdir": "the job runs in the controller's directory (the command line's relative paths)",
+    "wrap": "the job's script is the launcher's (<job dir>/slurm/job.sh)",
+    "parsable": "the launcher reads the job id from sbatch itself",
+    "wait": "sbatch would block the controller until the job ends; it keeps n_jobs jobs in flight",
+    "test-only": "the launcher asks sbatch --test-only itself before the first job",
+    "hold": "a held job never starts: the controller would wait for it",
+    "job-name": "set launcher.job_name (it names the controller's jobs; a second --job-name would replace it)",
+    "nodes": "one trial is one task on one node: the trial starts its server there",
+    "ntasks": "one trial is one task on one node: the trial starts its server there",
+}
+# sbatch's long options (sbatch(1)): getopt accepts an unambiguous prefix of one (--arr=1-3 is
+# --array), but an exact name is that option (--gpus is not --gpus-per-node).
+SBATCH_OPTIONS = frozenset("""
+account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment constraint container
+container-id contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot
+dependency distribution error exclude exclusive export export-file extra extra-node-info get-user-env gid gpu-bind
+gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint hold ignore-pbs input job-name
+kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus network nice
+no-kill no-requeue nodefile nodelist nodes ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket
+open-mode output overcommit oversubscribe parsable partition power prefer priority profile propagate qos quiet
+reboot requeue reservation resv-ports signal sockets-per-node spread-job switches test-only thread-spec
+threads-per-core time time-min tmp tres-per-task uid usage use-min-nodes verbose version wait wait-all-nodes wckey
+wrap""".split())
+
+
+def _sbatch_option(name: str) -> list[str]:
+    """The sbatch options ``--<name>`` means: itself, or every option it is a prefix of."""
+    if name in SBATCH_OPTIONS:
+        return [name]
+    return sorted(o for o in SBATCH_OPTIONS if o.startswith(name))
 
 
 def _as_sbatch_arg(key: str, value: Any, rule: Rule) -> str:
@@ -362,11 +409,16 @@ def _as_sbatch_arg(key: str, value: Any, rule: Rule) -> str:
     if not _SBATCH_ARG.match(text):
         raise ConfigError(key, "must be one sbatch long option, --name or --name=value without "
                           f"spaces (e.g. --reservation=spec), got {_type_name(text)}")
-    if text.split("=", 1)[0] in _SBATCH_OWNED:
-        raise ConfigError(key, f"{text.split('=', 1)[0]} is set by launcher=slurm itself; "
-                          f"not allowed: {', '.join(_SBATCH_OWNED)}")
     if any(c in text for c in "$`;|&<>\\"):
         raise ConfigError(key, "must not contain shell characters ($ ` ; | & < > \\)")
+    name = text.split("=", 1)[0][2:]
+    for option in _sbatch_option(name):
+        shown = f"--{option}" + ("" if option == name else f" (--{name} abbreviates it)")
+        if option in SBATCH_OWNED:
+            raise ConfigError(key, f"{shown} is not allowed: {SBATCH_OWNED[option]}")
+        if option == "time":  # the launcher reads the time limit: launcher.signal_s is judged against it
+            raise ConfigError(key, f"{shown}: set launcher.sbatch.time instead (the early signal, "
+                              "launcher.signal_s, is judged against the time limit)")
     return text
 
 
@@ -427,6 +479,89 @@ def _as_figure(key: str, value: Any, rule: Rule) -> Any:
     return _matching(_NAME, "a number, true/false or a word")(key, value, rule)
 
 
+# ---------------------------------------------------------------------------- command arguments
+# (sweep/compose/arguments.py: every command's arguments, checked by kinds like the config's)
+
+
+def _as_indir(key: str, value: Any, rule: Rule) -> str:
+    """A directory that is there and is read (a sweep dir, results)."""
+    import os
+    import stat
+
+    text = _as_path(key, value, rule)
+    if (os.path.abspath(os.path.expanduser(text)) + "/").startswith(_PSEUDO_FS):
+        raise ConfigError(key, f"must not point into /proc or /sys, got {_type_name(text)}")
+    try:
+        mode = os.stat(os.path.expanduser(text)).st_mode
+    except OSError as exc:
+        raise ConfigError(key, f"{text}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(mode):
+        raise ConfigError(key, f"{text}: not a directory")
+    return text
+
+
+def _as_input(key: str, value: Any, rule: Rule) -> str:
+    """A file or a directory that is there and is read (never a device, FIFO or socket)."""
+    import os
+    import stat
+
+    text = _as_path(key, value, rule)
+    if (os.path.abspath(os.path.expanduser(text)) + "/").startswith(_PSEUDO_FS):
+        raise ConfigError(key, f"must not point into /proc or /sys, got {_type_name(text)}")
+    try:
+        mode = os.stat(os.path.expanduser(text)).st_mode
+    except OSError as exc:
+        raise ConfigError(key, f"{text}: {exc.strerror or exc}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ConfigError(key, f"{text}: a special file (a device, FIFO or socket) is never read")
+    return text
+
+
+def _as_outfile(key: str, value: Any, rule: Rule) -> str:
+    """A file written to: not a directory or a special file, in a directory that can be written."""
+    import os
+    import stat
+
+    text = _as_path(key, value, rule)
+    path = os.path.expanduser(text)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ConfigError(key, f"{text}: {'a directory' if stat.S_ISDIR(mode) else 'a special file'}, "
+                          "not a file to write")
+    input_files.check_outdir(key, os.path.dirname(os.path.abspath(path)))
+    return text
+
+
+def _as_slo_limit(key: str, value: Any, rule: Rule) -> str:
+    """``LIMIT=MS`` (``--slo tpot_ms=50``): the limit's value by the rule of ``objective.slo.<LIMIT>``."""
+    from sweep.slo import LIMITS
+
+    key = key.split("[")[0]  # --slo, not --slo[0]: the limit names itself
+    text = _as_text(key, value, rule)
+    name, sep, raw = text.partition("=")
+    if not sep or name not in LIMITS:
+        raise ConfigError(key, f"LIMIT=MS with LIMIT one of {', '.join(LIMITS)}, got {_type_name(text)}")
+    check(f"{key} {name}", raw.strip(), rule_key=f"objective.slo.{name}")
+    return text
+
+
+def _as_csv_ints(key: str, value: Any, rule: Rule) -> tuple[int, ...]:
+    """``64,256``: integers in the rule's range, comma-separated."""
+    text = _as_text(key, value, rule)
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise ConfigError(key, f"must be integers separated by commas (e.g. 64,256), got {_type_name(text)}")
+    return _as_ints(key, items, rule)
+
+
+def _as_overrides(key: str, value: Any, rule: Rule) -> tuple[str, ...]:
+    """Hydra override lines (checked by what runs them, with its base: sweep/compose/arguments.py)."""
+    return _list_of(_as_text, "override lines")(key, value, rule)
+
+
 KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "int": _as_int, "float": _as_float, "bool": _as_bool, "enum": _as_enum, "str": _as_text,
     "name": _matching(_NAME, "a name (letters, digits, '.', '_', '+', '-')"),
@@ -448,6 +583,9 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "sbatch_args": _list_of(_as_sbatch_arg, "sbatch options"),
     "lines": _list_of(_as_text, "lines"),
     "cells": _list_of(_as_cell, "[context, concurrency] pairs", scalar_ok=False),
+    "indir": _as_indir, "inputs": _list_of(_as_input, "files or directories"), "outfile": _as_outfile,
+    "slo_limits": _list_of(_as_slo_limit, "LIMIT=MS"), "csv_ints": _as_csv_ints, "overrides": _as_overrides,
+    "names": _list_of(_matching(_NAME, "a name (letters, digits, '.', '_', '+', '-')"), "names"),
 }
 
 
@@ -455,15 +593,33 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
 
 
 # An empty string for a path or a URI means "not set" (``launcher.state_dir=``).
-_EMPTY_IS_UNSET = ("path", "paths", "uri", "file", "outdir", "storage")
+_EMPTY_IS_UNSET = ("path", "paths", "uri", "file", "outdir", "storage", "outfile")
+
+
+def _wildcards() -> list[tuple[str, list[str]]]:
+    return [(k, k.split(".")) for k in RULES if "*" in k]
+
+
+_WILDCARDS = _wildcards()
+
+
+def rule_key_of(key: str) -> str | None:
+    """The key of the table whose rule ``key`` follows: itself, or the pattern it matches
+    (``model.draft_paths.dflash`` -> ``model.draft_paths.*``, ``model.install.hf.dtype`` ->
+    ``model.install.*.dtype``); None when no rule covers it."""
+    if key in RULES:
+        return key
+    parts = key.split(".")
+    for pattern, pparts in _WILDCARDS:
+        if len(pparts) == len(parts) and all(p in ("*", k) for p, k in zip(pparts, parts)):
+            return pattern
+    return None
 
 
 def rule_for(key: str) -> Rule | None:
     """The rule of ``key`` (``model.draft_paths.dflash`` falls back to ``model.draft_paths.*``)."""
-    if key in RULES:
-        return RULES[key]
-    parent = key.rsplit(".", 1)[0] if "." in key else ""
-    return RULES.get(parent + ".*") if parent else None
+    found = rule_key_of(key)
+    return RULES[found] if found is not None else None
 
 
 def check(key: str, value: Any, *, rule_key: str | None = None) -> Any:
@@ -475,6 +631,11 @@ def check(key: str, value: Any, *, rule_key: str | None = None) -> Any:
     rule = rule_for(rule_key or key)
     if rule is None:
         return value
+    return check_rule(key, value, rule)
+
+
+def check_rule(key: str, value: Any, rule: Rule) -> Any:
+    """``value`` checked and typed by ``rule`` itself (a command's argument: sweep/compose/arguments.py)."""
     if value == "" and rule.kind in _EMPTY_IS_UNSET:
         value = None
     if value is None and rule.kind != "enum":
@@ -495,19 +656,21 @@ def get(node: Mapping[str, Any], path: str, name: str, default: Any = None) -> A
 
 
 def _present(cfg: Mapping[str, Any], key: str) -> Iterator[tuple[str, Any]]:
-    """(full key, value) of ``key`` in ``cfg``: one pair, the children of a ``.*`` key, or none."""
-    parts = key.split(".")
-    node: Any = cfg
-    for i, part in enumerate(parts):
+    """(full key, value) of ``key`` in ``cfg``: one pair, one per child matching each ``*``, or none."""
+    def walk(node: Any, parts: list[str], done: list[str]) -> Iterator[tuple[str, Any]]:
+        if not parts:
+            yield ".".join(done), node
+            return
+        if not isinstance(node, Mapping):
+            return
+        part, rest = parts[0], parts[1:]
         if part == "*":
-            if isinstance(node, Mapping):
-                prefix = ".".join(parts[:i])
-                yield from ((f"{prefix}.{k}", v) for k, v in node.items())
-            return
-        if not isinstance(node, Mapping) or part not in node:
-            return
-        node = node[part]
-    yield key, node
+            for k, v in node.items():
+                yield from walk(v, rest, [*done, str(k)])
+        elif part in node:
+            yield from walk(node[part], rest, [*done, part])
+
+    yield from walk(cfg, key.split("."), [])
 
 
 def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
@@ -516,14 +679,52 @@ def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
     Required keys are checked by the builders that read them (a key of
     launcher=ssh is not missing from launcher=local). ``hydra``: the keys of
     Hydra's own node (``hydra.*``; ``cfg`` holds it) instead of the app's.
+
+    Values judged by themselves go first, then paths, files and stores: a path is often built from
+    other keys (``model.paths.gguf`` holds ``model.install.*.version``), and the error should name
+    the key the user set, not the path that inherited its fault.
     """
-    for key, rule in RULES.items():
-        if key.startswith("hydra.") != hydra:
-            continue
-        for full, value in _present(cfg, key):
-            if value is None and rule.kind != "enum":
+    for first in (True, False):
+        for key, rule in RULES.items():
+            if key.startswith("hydra.") != hydra or (rule.kind in _VALUE_KINDS) != first:
                 continue
-            check(full, value, rule_key=key)
+            for full, value in _present(cfg, key):
+                if value is None and rule.kind != "enum":
+                    continue
+                check(full, value, rule_key=key)
+
+
+# Kinds whose check is about the value alone. The others look at this machine (a file that must
+# exist, a directory that must be writable, a store that must answer): a recorded config was
+# checked where it ran, and its paths need not exist where it is read back.
+_VALUE_KINDS = frozenset({"int", "float", "bool", "enum", "str", "name", "user", "url_path", "cpus", "url_paths",
+                          "host", "ssh_host", "gateway", "unit", "ints", "floats", "mapping", "list", "figure",
+                          "slurm_time", "gres", "slurm_mem", "slurm_constraint", "strs", "lines",
+                          "directions", "sbatch_args"})
+
+
+def check_recorded(cfg: Any, *, where: str = "config") -> None:
+    """A config as a result file or a landscape recorded it, read back: its groups are mappings,
+    every value whose rule looks at the value alone passes that rule. Raises :class:`sweep.readback.Invalid` naming
+    ``<where>.<key>``; paths are not looked up (they were checked where the trial ran)."""
+    from sweep.readback import Invalid
+
+    if not isinstance(cfg, Mapping):
+        raise Invalid(where, "is not an object")
+    for group in ("hardware", "spec", "model", "server", "launcher", "workload", "objective", "mlflow"):
+        if cfg.get(group) is not None and not isinstance(cfg[group], Mapping):
+            raise Invalid(f"{where}.{group}", "is not an object")
+    try:
+        for key, rule in RULES.items():
+            if key.startswith("hydra.") or rule.kind not in _VALUE_KINDS:
+                continue
+            for full, value in _present(cfg, key):
+                if value is not None or rule.kind == "enum":
+                    if isinstance(value, str) and "${" in value:
+                        continue  # an unresolved interpolation (a config recorded before resolving)
+                    check(full, value, rule_key=key)
+    except ConfigError as err:
+        raise Invalid(f"{where}.{err.key}", err.message) from None
 
 
 def markdown() -> str:
@@ -553,7 +754,8 @@ def markdown() -> str:
              "| key | kind | allowed | what |", "|---|---|---|---|"]
     for key, rule in RULES.items():
         if rule.kind in ("int", "float", "ints", "floats"):
-            allowed = f"{_fmt(rule.lo)} .. {_fmt(rule.hi)}" if rule.lo is not None and rule.hi is not None else ""
+            allowed = (f"{'> ' if rule.lo_open else ''}{_fmt(rule.lo)} .. {_fmt(rule.hi)}"
+                       if rule.lo is not None and rule.hi is not None else "")
         elif rule.kind == "enum":
             allowed = ", ".join("null" if c is None else str(c).lower() if isinstance(c, bool) else str(c)
                                 for c in rule.choices)

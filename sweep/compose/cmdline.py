@@ -151,6 +151,8 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
                                   f"{value!r}") from None
             raise ConfigError(key, f"cannot parse the value {value!r} ({_first_line(exc)[:160]}); "
                               f"quote it: {key}='...'") from None
+    for o in out:
+        _no_leading_zeros(o)
     out = [_glob_resolved(o, parser) for o in out]
     for o in out:  # a number past any float: Hydra's typed float keys would overflow composing it
         number = o.value() if not o.is_sweep_override() else None
@@ -158,6 +160,25 @@ def _parse(overrides: Sequence[str]) -> list[Any]:
             raise ConfigError(o.key_or_group, f"a number of {len(str(abs(number)))} digits is past any the "
                               "config can hold")
     return out
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_NUMBER_TOKEN = re.compile(r"(?<![\w.:/~$@-])[-+]?\d[\w.]*(?![\w.:/~@-])")
+
+
+def _no_leading_zeros(override: Any) -> None:
+    """``workload.max_tokens=017`` is refused: the command line reads 17 where a config file reads
+    octal 15 (:func:`sweep.compose.yaml_guard.ambiguous_number`); quoted text is a string, left alone."""
+    from sweep.compose.yaml_guard import ambiguous_number
+
+    line = override.input_line or ""
+    if "=" not in line:
+        return
+    value = _QUOTED.sub("''", line.split("=", 1)[1])
+    for m in _NUMBER_TOKEN.finditer(value):
+        why = ambiguous_number(m.group(0))
+        if why:
+            raise ConfigError(override.key_or_group, why)
 
 
 def _glob_resolved(override: Any, parser: Any) -> Any:
@@ -336,7 +357,8 @@ def _validate(args: Any) -> None:
     for job in jobs[:MAX_JOBS_CHECKED]:
         cfg = _without_hydra(head) if job == fixed else compose(job)  # one run: composed once
         if args.cfg is None:
-            from_omegaconf(cfg)
+            trial = from_omegaconf(cfg)
+            _check_pool(job, trial.pool)
     if args.cfg is not None:
         return
     from sweep.compose import known_keys
@@ -348,6 +370,7 @@ def _validate(args: Any) -> None:
                            exists=lambda key: _has_key(key, [o.input_line for o in parsed
                                                              if o.input_line and not o.is_force_add()
                                                              and not o.is_sweep_override()]))
+    _launcher_applies(head, parsed, multirun, custom)  # after the values: a bad one is named first
     hydra_checks.check(head, multirun=multirun, custom_sweeper=custom)
     if custom:
         hydra_checks.check_search_space(head, [o.input_line for o in parsed
@@ -365,6 +388,45 @@ def _has_key(key: str, overrides: Sequence[str]) -> bool:
 
 
 _ABSENT = object()
+def _launcher_applies(head: Any, parsed: Sequence[Any], multirun: bool, custom: bool) -> None:
+    """A launcher whose trials run as jobs (``launcher=slurm``: ``sweep.launch.BACKENDS[...].trials``)
+    runs the trials of a search (``-m hydra/sweeper=optuna``). A single run or a plain grid has no
+    controller to submit them: every trial would run on this machine (the login node) -- refused."""
+    from omegaconf import OmegaConf
+
+    from sweep.launch import BACKENDS
+
+    names = {str(OmegaConf.select(head, "launcher.name") or "")}
+    for o in parsed:  # a grid over launchers: each of them
+        if o.key_or_group == "launcher" and o.is_sweep_override():
+            names |= {str(v) for v in o.sweep_iterator()}
+    for name in sorted(names):
+        entry = BACKENDS.get(name)
+        if entry is None or entry.trials is None or (multirun and custom):
+            continue
+        where = "a plain grid (-m with Hydra's basic sweeper)" if multirun else "a single run"
+        raise ConfigError("launcher", f"launcher={name} submits the trials of a search as jobs; {where} would "
+                          f"run them all on this machine: use -m hydra/sweeper=optuna (a grid: "
+                          f"hydra/sweeper/sampler=grid), or hydra/launcher=submitit_slurm for a plain grid "
+                          f"(docs/cluster.md)")
+
+
+def _check_pool(job: Sequence[str], pool: Sequence[Any]) -> None:
+    """Each box of ``launcher.hosts`` composed as its worker will be (the job's overrides, then the
+    entry's: ``server_port``, ``host``, its own ``overrides``), before any worker starts: a bad
+    per-host value is one line naming the entry, not a worker that dies after the others began."""
+    from sweep.compose.config import from_omegaconf
+
+    for i, host in enumerate(pool):
+        try:
+            _parse(host.overrides)
+            from_omegaconf(compose([*job, *host.overrides]))
+        except ConfigError as err:
+            raise ConfigError(f"launcher.hosts[{i}]", f"({host.label}) {err.key}: {err.message}") from None
+        except SweepError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a line Hydra cannot apply: named with its entry
+            raise ConfigError(f"launcher.hosts[{i}]", f"({host.label}) {_first_line(exc)[:300]}") from None
 
 
 def _without_hydra(cfg: Any) -> Any:

@@ -362,6 +362,33 @@ def _check_requires(spec: Spec, server: Server, launcher: LauncherSettings) -> N
                               f"it needs {name}, which {why}")
 
 
+def _objective_measured(goal: Any, workload: Workload) -> None:
+    """The cells the objective reads are cells the workload measures: ``objective.metric=cell`` at
+    ``objective.context`` x ``objective.concurrency``, the ``ctx<C>_c<N>`` weights of
+    ``weighted_mean``. One the matrix never measures would leave every trial without an objective."""
+    if workload.max_load.enabled:  # the search probes its own loads at its one context
+        if goal.context is not None and goal.context not in workload.contexts:
+            raise ConfigError("objective.context", f"{goal.context}: workload.max_load searches context "
+                              f"{workload.contexts[0]} only")
+        return
+    for key, value, measured in (("context", goal.context, workload.contexts),
+                                 ("concurrency", goal.concurrency, workload.concurrency)):
+        if value is None and goal.measure == "cell":
+            raise ConfigError(f"objective.{key}", "objective.metric=cell reads one cell: set it "
+                              f"(the workload measures {', '.join(map(str, measured))})")
+        if value is not None and value not in measured:
+            plural = "contexts" if key == "context" else "concurrencies"
+            raise ConfigError(f"objective.{key}", f"{value} is never measured: the workload's {plural} are "
+                              f"{', '.join(map(str, measured))} (objective.metric=cell reads the cell it names)")
+    if goal.measure == "weighted_mean":
+        cells = {f"ctx{c}_c{n}" for c in workload.contexts for n in workload.concurrency}
+        for name in goal.weights:
+            if name not in cells:
+                raise ConfigError(f"objective.weights.{name}", "names no cell the workload measures "
+                                  f"(ctx<context>_c<concurrency>: {', '.join(sorted(cells)[:12])}"
+                                  f"{' ...' if len(cells) > 12 else ''})")
+
+
 def build(cfg: Mapping[str, Any]) -> TrialConfig:
     """Turn a resolved composed config (plain dict) into a :class:`TrialConfig`."""
     for group in ("hardware", "spec", "model", "server", "launcher", "workload"):
@@ -382,6 +409,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")
     goal = objective(cfg["objective"])
+    _objective_measured(goal, workload)
     if workload.max_load.enabled and not goal.slo.active:
         raise ConfigError("objective.slo", "workload.max_load searches the highest load meeting a latency "
                           "SLO: set at least one limit, e.g. objective.slo.tpot_ms=50 (ttft_ms, tpot_ms, "

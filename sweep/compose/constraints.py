@@ -75,10 +75,20 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     return out
 
 
+MAX_DEPTH = 64          # parentheses, not and unary minus nested in one rule
+MAX_NUMBER = 10 ** 18   # an operand or a result of arithmetic: far beyond any config value
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0
+
+    def _deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExpressionError(f"nested more than {MAX_DEPTH} deep")
 
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -118,7 +128,10 @@ class _Parser:
     def not_(self) -> _Node:
         if self.at("not"):
             self.take()
-            return _Node("not", args=(self.not_(),))
+            self._deeper()
+            node = _Node("not", args=(self.not_(),))
+            self.depth -= 1
+            return node
         return self.cmp()
 
     def cmp(self) -> _Node:
@@ -144,18 +157,25 @@ class _Parser:
     def unary(self) -> _Node:
         if self.at("-"):
             self.take()
-            return _Node("neg", args=(self.unary(),))
+            self._deeper()
+            node = _Node("neg", args=(self.unary(),))
+            self.depth -= 1
+            return node
         return self.atom()
 
     def atom(self) -> _Node:
         kind, text = self.take()
         if kind == "num":
+            if len(text) > 30:
+                raise ExpressionError(f"a number of {len(text)} digits (at most 30)")
             return _Node("const", float(text) if "." in text else int(text))
         if kind == "str":
             return _Node("const", text[1:-1])
         if kind == "op" and text == "(":
+            self._deeper()
             node = self.or_()
             self.take(")")
+            self.depth -= 1
             return node
         if kind == "name" and text in ("true", "false", "null"):
             return _Node("const", {"true": True, "false": False, "null": None}[text])
@@ -231,10 +251,17 @@ class Expression:
         if any(v is None for v in vals):
             return None
         try:
+            if n.kind in ("neg", "arith"):  # numbers only: 'x' * 10**12 or '%999999999d' % 1 would fill memory
+                for v in vals:
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or abs(v) > MAX_NUMBER:
+                        raise TypeError(f"arithmetic takes numbers up to {MAX_NUMBER:.0e}, got {_show(v)[:40]!r}")
             if n.kind == "neg":
                 return -vals[0]
             if n.kind == "arith":
-                return _ARITH[n.value](vals[0], vals[1])
+                out = _ARITH[n.value](vals[0], vals[1])
+                if abs(out) > MAX_NUMBER:
+                    raise TypeError(f"{_show(vals[0])} {n.value} {_show(vals[1])} is past {MAX_NUMBER:.0e}")
+                return out
             result = True
             for op, a, b in zip(n.value, vals, vals[1:]):
                 result = result and _COMPARE[op](a, b)
@@ -269,8 +296,11 @@ def parse(text: Any, *, base: str = "", where: str = "rule") -> Expression:
         raise ConfigError(where, f"must be a rule such as 'topk <= budget', got {text!r}")
     try:
         return Expression(text.strip(), base, _Parser(text).parse())
+    except (RecursionError, MemoryError):
+        raise ConfigError(where, f"{text[:80]!r} is not a rule: too large to parse") from None
     except ExpressionError as exc:
-        raise ConfigError(where, f"{text!r} is not a rule: {exc} (allowed: names, numbers, "
+        shown = repr(text) if len(text) <= 120 else repr(text[:117] + "...")
+        raise ConfigError(where, f"{shown} is not a rule: {exc} (allowed: names, numbers, "
                           "'strings', true/false/null, + - * / %, < <= > >= == !=, and/or/not, "
                           "parentheses)") from None
 
@@ -315,10 +345,17 @@ def check_spec_constraints(cfg: Mapping[str, Any]) -> None:
     """
     lookup = lookup_in(cfg)
     rules = spec_constraints(cfg.get("spec") or {})
-    try:
-        rule = violated(rules, lookup)
-    except ExpressionError as exc:
-        raise ConfigError("spec.constraints", str(exc)) from None
+    rule = None
+    for i, each in enumerate(rules):
+        try:
+            if each.evaluate(lookup) is False:
+                rule = each
+                break
+        except ExpressionError as exc:
+            raise ConfigError(f"spec.constraints[{i}]", str(exc)) from None
+        except (MemoryError, RecursionError, OverflowError) as exc:  # named with its key, never "internal"
+            raise ConfigError(f"spec.constraints[{i}]", f"{each.source[:80]!r} cannot be evaluated "
+                              f"({type(exc).__name__})") from None
     if rule is None:
         return
     raise ConfigError(rule.names[0] if rule.names else "spec.constraints", describe(rule, lookup))

@@ -48,6 +48,10 @@ MIN_FREE_BYTES = 1024 * 1024  # an output dir with less room than this cannot ho
 
 def _stat(key: str, text: str) -> tuple[Path, os.stat_result]:
     path = Path(text).expanduser()
+    real = Path(os.path.realpath(path))
+    if any(real == Path(p) or Path(p) in real.parents for p in ("/proc", "/sys")):
+        # /proc and /sys files call themselves regular but their size and content are the kernel's
+        raise ConfigError(key, f"{text!r} is on a pseudo filesystem (/proc, /sys): not an input file")
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -130,13 +134,15 @@ def read_calibration(key: str, path: Path) -> dict[str, Any]:
     The one reader of the format: :func:`sweep.sim.constants.load` builds on it
     (and adds which constant names the model knows).
     """
+    from sweep import readback
     from sweep.compose import yaml_guard
 
+    try:  # a regular file of bounded size, read once (sweep/readback.py): never a FIFO or /dev/zero
+        text = readback.read_text(path, limit=MAX_CALIBRATION_BYTES)
+    except readback.BadFile as exc:
+        raise ConfigError(key, f"{path}: {exc.why}") from None
     try:
-        size = path.stat().st_size
-        if size > MAX_CALIBRATION_BYTES:
-            raise ConfigError(key, f"{path}: {size:,} bytes is not a calibration file")
-        doc = yaml_guard.safe_load(path.read_text(encoding="utf-8"), f"{key}: {path}")
+        doc = yaml_guard.safe_load(text, f"{key}: {path}")
     except ConfigError as err:
         raise ConfigError(key, err.message if err.key == key else f"{err.key.partition(': ')[2]}: "
                           f"{err.message}") from None

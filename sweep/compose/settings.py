@@ -221,12 +221,28 @@ def _slurm(node: Mapping[str, Any]) -> SlurmSettings:
         raise ConfigError(f"{p}.signal_s", f"must be shorter than the time limit "
                           f"(launcher.sbatch.time={options['time']}, {limit} s), got {signal_s}")
     command = _v(node, p, "command")
+    _no_secret_in_script(_v(node, p, "setup", ()), "setup")
+    _no_secret_in_script(command or (), "command")
     return SlurmSettings(
         sbatch={k: v for k, v in options.items() if v is not None and v is not False},
         extra=_v(node, p, "sbatch_extra", ()), setup=_v(node, p, "setup", ()),
         command=tuple(command) if command else None, signal_s=signal_s,
         poll_s=_required(node, "poll_s"), max_requeue=_required(node, "max_requeue"),
         job_name=_required(node, "job_name"), free_port=_v(node, p, "free_port", True))
+
+
+def _no_secret_in_script(lines: Any, key: str) -> None:
+    """``launcher.setup`` and ``launcher.command`` are written verbatim into every job's script (a
+    file beside the trial, and SLURM keeps a copy): a secret in them is refused, as it is on the
+    command line, whether it came from the command line, a config file or the environment."""
+    from sweep import secrets
+
+    for i, line in enumerate(lines or ()):
+        if secrets.found_in([str(line)]):
+            raise ConfigError(f"launcher.{key}[{i}]", "holds a secret, and launcher=slurm writes this line into "
+                              "each job's script (SLURM keeps a copy): pass it through the environment instead "
+                              "(export it before starting the controller: the jobs get the controller's "
+                              "environment)")
 
 
 def _ssh(node: Mapping[str, Any]) -> SSHSettings:

@@ -19,6 +19,7 @@ and for the YAML files the project reads from users (calibrations: :func:`safe_l
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -103,9 +104,52 @@ def check_file(path: Path, where: str | None = None) -> None:
         raise ConfigError(name, f"cannot read: {exc.strerror or exc}") from None
     try:
         expanded_size(text, name)
+        leading_zeros(text, name)
         _constructed(text, name)
     except RecursionError:
         raise ConfigError(name, "nested too deeply to load") from None
+
+
+LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+
+
+def ambiguous_number(token: str) -> str | None:
+    """Why a plain number with a leading zero is refused (None: it is not one). YAML reads ``017``
+    as octal 15 and ``09`` as the string "09"; Hydra's command line reads both as 17 and 9: the same
+    text meaning two numbers is refused wherever a number is read (config files, overrides)."""
+    if not LEADING_ZERO.match(token):
+        return None
+    digits = token.lstrip("+-").replace("_", "")
+    sign = "-" if token.startswith("-") else ""
+    yaml_reads = (f"octal {sign}{int(digits, 8)}" if set(digits) <= set("01234567")
+                  else f"the string {token!r}")
+    return (f"{token} has a leading zero: a config file reads it as {yaml_reads}, the command line as "
+            f"{sign}{int(digits)}; write {sign}{int(digits)} (or quote it, '{token}', for a string)")
+
+
+def leading_zeros(text: str, where: str) -> None:
+    """A plain (unquoted) number with a leading zero in a YAML file: ConfigError naming its line."""
+    import yaml
+
+    try:
+        nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+    except yaml.YAMLError:
+        return  # expanded_size named it
+    seen: set[int] = set()
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            why = ambiguous_number(node.value) if node.style is None else None
+            if why:
+                raise ConfigError(where, f"line {node.start_mark.line + 1}: {why}")
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(c for pair in node.value for c in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def _constructed(text: str, where: str) -> None:

@@ -32,7 +32,7 @@ EPILOG = """examples:
 """
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m sweep.engines", epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description="Find or install a server engine and its weights "
@@ -44,7 +44,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--source-dir", type=Path, help="cmake_sdist: use this unpacked source distribution")
     ap.add_argument("--build-dir", type=Path, help="cmake_sdist: build there (kept, incremental) "
                                                    "instead of a temporary dir")
-    return errors.one_line_usage_errors(ap).parse_args(list(argv))
+    return ap
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    from sweep.compose import arguments
+
+    return arguments.parse("sweep.engines", parser(), list(argv))  # every argument by its rule
 
 
 @errors.command("sweep.engines")

@@ -19,7 +19,21 @@ import types
 import typing
 from typing import Any, ClassVar, Mapping, TypeVar, Union
 
+from sweep.readback import Invalid, shown
+
 R = TypeVar("R", bound="Record")
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(rec: type) -> dict[str, Any]:
+    """A record type's resolved annotations, once per process (resolving them was most of the cost
+    of reading a file)."""
+    hints = _HINTS.get(rec)
+    if hints is None:
+        hints = _HINTS[rec] = typing.get_type_hints(rec)
+    return hints
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -38,7 +52,7 @@ class Record:
 
     @classmethod
     def from_dict(cls: type[R], doc: Mapping[str, Any]) -> R:
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         known = {f.name for f in cls._fields()}
         values: dict[str, Any] = {}
         for f in cls._fields():
@@ -104,6 +118,101 @@ def _dump(value: Any) -> Any:
     return value
 
 
+# ------------------------------------------------------------------------------ validation
+
+# Numbers a document holds are finite and, unless a range says otherwise, in [0, NUMBER_MAX]:
+# counts, rates, latencies, tok/s. Intervals (``*_ci``) may dip below 0.
+NUMBER_MAX = 1e15
+
+
+def check(rec: type[Record], doc: Any, *, where: str = "",
+          ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
+    """``doc`` holds what the annotations of ``rec`` say, every number finite and in range;
+    :class:`~sweep.readback.Invalid` naming the first value that does not (``cells[2].context``).
+
+    ``ranges``: ``"<Type>.<field>" -> (lo, hi)`` where the default [0, NUMBER_MAX] does not fit.
+    Keys the type does not know are not checked (they are kept, not read)."""
+    _check(rec, doc, where, ranges or {})
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _check(tp: Any, value: Any, where: str, ranges: Mapping[str, tuple[float, float]],
+           bound: tuple[float, float] = (0.0, NUMBER_MAX)) -> None:
+    if tp is Any:
+        return
+    if _is_union(tp):
+        if value is None and type(None) in _args(tp):
+            return
+        options = [a for a in _args(tp) if a is not type(None)]
+        if len(options) == 1:
+            return _check(options[0], value, where, ranges, bound)
+        errors = []
+        for option in options:
+            try:
+                return _check(option, value, where, ranges, bound)
+            except Invalid as exc:
+                errors.append(exc)
+        raise errors[0]
+    rec = _record_type(tp)
+    if rec is not None:
+        if value is None:
+            return  # a block an odd file has as null reads as an empty one (TrialResult.__post_init__)
+        if not isinstance(value, Mapping):
+            raise Invalid(where, f"{shown(value)} is not an object")
+        for name in rec.REQUIRED:
+            if value.get(name) is None and name not in ("schema",):
+                raise Invalid(_join(where, name), "is missing")
+        hints = _hints(rec)
+        for f in rec._fields():
+            if f.name in value:
+                lo_hi = ranges.get(f"{rec.__name__}.{f.name}")
+                if lo_hi is None:
+                    lo_hi = (-NUMBER_MAX, NUMBER_MAX) if f.name.endswith("_ci") else (0.0, NUMBER_MAX)
+                _check(hints[f.name], value[f.name], _join(where, f.name), ranges, lo_hi)
+        return
+    origin = typing.get_origin(tp)
+    if origin is list:
+        if not isinstance(value, list):
+            raise Invalid(where, f"{shown(value)} is not a list")
+        (item,) = _args(tp) or (Any,)
+        for i, v in enumerate(value):
+            _check(item, v, f"{where}[{i}]", ranges, bound)
+        return
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise Invalid(where, f"{shown(value)} is not an object")
+        _, item = _args(tp) or (str, Any)
+        for k, v in value.items():
+            _check(item, v, _join(where, str(k)), ranges, bound)
+        return
+    if origin is typing.Literal:
+        if value not in _args(tp):
+            raise Invalid(where, f"{shown(value)} is not one of {', '.join(map(str, _args(tp)))}")
+        return
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise Invalid(where, f"{shown(value)} is not true or false")
+        return
+    if tp is str:
+        if not isinstance(value, str):
+            raise Invalid(where, f"{shown(value)} is not a string")
+        return
+    if tp in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Invalid(where, f"{shown(value)} is not a number")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise Invalid(where, f"{shown(value)} is not a finite number")
+        if tp is int and isinstance(value, float) and not value.is_integer():
+            raise Invalid(where, f"{shown(value)} is not a whole number")
+        lo, hi = bound
+        if value < lo or value > hi:
+            raise Invalid(where, f"{shown(value)} is out of range [{lo:g}, {hi:g}]")
+        return
+
+
 # ------------------------------------------------------------------------------ JSON Schema
 
 
@@ -117,7 +226,7 @@ def json_schema(root: type[Record], *, title: str, schema_id: str, version: int)
 
 
 def _object_schema(rec: type[Record], defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(rec)
+    hints = _hints(rec)
     props = {f.name: _schema(hints[f.name], defs) for f in rec._fields()}
     for f in rec._fields():
         if doc := f.metadata.get("doc"):

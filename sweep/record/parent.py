@@ -11,7 +11,7 @@ logs the sweep-level plots, the trials table and summary metrics.
 from __future__ import annotations
 
 import fcntl
-import json
+import logging
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -22,6 +22,8 @@ from sweep import secrets
 from sweep.atomic import write_atomic
 from sweep.record._params import flatten_params
 from sweep.record._run_content import TAG_KIND, TAG_SWEEP_KEY, git_sha, sweep_key
+
+log = logging.getLogger(__name__)
 
 PARENT_FILE = "mlflow_parent.json"
 RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
@@ -49,10 +51,19 @@ def sweep_id(sweep_dir: Path) -> str:
 
 
 def read_parent_file(sweep_dir: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads((Path(sweep_dir) / PARENT_FILE).read_text()))
-    except (OSError, ValueError, TypeError):
+    """The sweep's record; ``{}`` when there is none or it is not one (read through
+    :mod:`sweep.readback`: a FIFO or a device in its place is never opened)."""
+    from sweep import readback
+
+    path = Path(sweep_dir) / PARENT_FILE
+    if not path.exists():
         return {}
+    try:
+        doc = readback.read_json(path, limit=16 * 1024 * 1024)
+    except readback.BadFile as exc:
+        log.warning("%s", exc.line())
+        return {}
+    return dict(doc) if isinstance(doc, dict) else {}
 
 
 def write_parent_file(sweep_dir: Path, record: Mapping[str, Any]) -> None:

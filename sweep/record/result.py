@@ -12,15 +12,14 @@ version does not know are kept. The JSON Schema generated from these types is
 
 from __future__ import annotations
 
-import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
-from sweep import secrets
+from sweep import readback, secrets
 from sweep.atomic import write_atomic
-from sweep.record._model import Record, json_schema
+from sweep.record._model import Record, check, json_schema
 
 SCHEMA = 1
 FILENAME = "result.json"
@@ -112,6 +111,11 @@ class Cell(Record):
     accept_rate: float | None = field(default=None, metadata={
         "doc": "accepted / drafted draft tokens of the cell's measured requests (/metrics around its window)"})
     completion_tokens: int | None = None
+    tokens_source: str | None = field(default=None, metadata={
+        "doc": "usage: completion_tokens (and output_tok_s) are the server's usage counts, each checked "
+               "against what the stream showed (at least one token per content event, running counts "
+               "never down and ending at the final count, usage blocks that agree: sweep/bench/reported.py); "
+               "null: no request answered"})
     prompt_tokens_mean: float | None = field(default=None, metadata={
         "doc": "mean usage.prompt_tokens of the cell's successful requests (the context sent)"})
     prompt_sizing: str | None = field(default=None, metadata={
@@ -398,28 +402,66 @@ class TrialResult(Record):
 
     @classmethod
     def load(cls, path: Path) -> TrialResult:
-        """Read a result file (any schema-1 version); ValueError when it is not one
-        (not JSON -- e.g. truncated --, not an object, no schema or status, an unknown status)."""
-        with open(path) as fh:
-            try:
-                doc = json.load(fh)
-            except ValueError as exc:
-                raise ValueError(f"not JSON ({exc})") from None
-        if not isinstance(doc, dict):
-            raise ValueError("not a result document (a JSON object)")
-        for key in cls.REQUIRED:
-            if key not in doc:
-                raise ValueError(f"not a result document (no {key!r})")
-        if doc["status"] not in typing.get_args(Status):
-            raise ValueError(f"unknown status {doc['status']!r}")
+        """Read a result file (any schema-1 version) through the project's reader of files it
+        wrote back (:mod:`sweep.readback`: a regular file of bounded size, strict JSON) and check
+        what it holds (:func:`check_document`). :class:`~sweep.readback.BadFile` (a ValueError)
+        naming the file and the first wrong value when it is not one."""
+        doc = readback.read_json(path)
+        try:
+            check_document(doc)
+        except readback.Invalid as exc:
+            raise readback.BadFile(path, f"not a result file: {exc}") from None
         return cls.from_dict(doc)
+
+
+# Numbers of a result file whose range is not the default [0, 1e15] (sweep/record/_model.py):
+# what a cell says it measured must be a context and a load the harness can send.
+def cell_ranges() -> dict[str, tuple[float, float]]:
+    from sweep.compose.keys import MAX_CONCURRENCY, MAX_CONTEXT
+
+    return {"Cell.context": (1, MAX_CONTEXT), "Cell.concurrency": (1, MAX_CONCURRENCY),
+            "Cell.slo_attainment": (0, 1), "Cell.accept_rate": (0, 1),
+            "MaxLoad.context": (1, MAX_CONTEXT), "MaxLoad.slo_attainment": (0, 1),
+            "Metrics.headline_context": (1, MAX_CONTEXT), "Metrics.headline_concurrency": (1, MAX_CONCURRENCY),
+            "Identity.context": (1, MAX_CONTEXT), "Prediction.error": (-1, 1e15),
+            "ServerInfo.configured_port": (1, 65535)}
+
+
+def check_document(doc: Any) -> None:
+    """What a result document must hold to be read: an object with a known schema and status,
+    every field of the types' annotations of the right type and range (a cell that is a string,
+    tok/s as text, latency rows of strings, a context of 1e30 or -1 are refused), and a recorded
+    config whose values pass the key table (:func:`sweep.compose.bounds.check_recorded`) and whose
+objective builds (the score and the schedule judge with it).
+    Raises :class:`~sweep.readback.Invalid` naming the value."""
+    if not isinstance(doc, dict):
+        raise readback.Invalid("document", "not an object")
+    for key in TrialResult.REQUIRED:
+        if key not in doc:
+            raise readback.Invalid(key, "is missing")
+    readback.count("schema", doc["schema"], lo=1, hi=1000, optional=False)
+    if doc["status"] not in typing.get_args(Status):
+        raise readback.Invalid("status", f"unknown status {readback.shown(doc['status'])}")
+    check(TrialResult, doc, ranges=cell_ranges())
+    config = doc.get("config")
+    if config:
+        from sweep.compose.bounds import check_recorded
+        from sweep.compose.settings import Objective
+        from sweep.errors import ConfigError
+
+        check_recorded(config, where="config")
+        if isinstance(config.get("objective"), dict):  # the score and the schedule build it to judge
+            try:
+                Objective.from_mapping(config["objective"])
+            except ConfigError as err:
+                raise readback.Invalid(f"config.{err.key}", err.message) from None
 
 
 def iter_results(*roots: Path, on_error: Callable[[Path, Exception], None] | None = None
                  ) -> Iterator[tuple[Path, TrialResult]]:
     """Every readable result.json under the given directories; each one that cannot be
     read goes to ``on_error(path, exc)`` (commands that report on files must say so:
-    ``python -m sweep.sync`` and ``.report --dir`` count it as failed)."""
+    :class:`sweep.readback.Skipped` prints one line per file and turns it into the exit status)."""
     for root in roots:
         root = Path(root)
         if not root.is_dir():

@@ -33,12 +33,25 @@ class SyncReport:
 
 
 def _sweep_dir_of(path: Path, doc: TrialResult) -> Path | None:
-    """Where the sweep's record lives; the job dir's parent if the tree moved."""
+    """Where the sweep's record lives; the job dir's parent if the tree moved. Sync writes the
+    sweep's record there (``mlflow_parent.json``), so a directory a result file names is used only
+    when the file is inside it: a file's content never chooses where sync writes."""
     recorded = doc.trial.sweep_dir
-    for cand in ([Path(recorded)] if recorded else []) + [path.parent.parent]:
+    cands = [c for c in ([Path(recorded)] if recorded else []) + [path.parent.parent] if _within(path, c)]
+    for cand in cands:
         if (cand / PARENT_FILE).is_file():
             return cand
-    return Path(recorded) if recorded and Path(recorded).is_dir() else None
+    return Path(recorded) if recorded and Path(recorded) in cands and Path(recorded).is_dir() else None
+
+
+def _within(path: Path, root: Path) -> bool:
+    import os
+
+    try:
+        base = os.path.realpath(root)
+        return os.path.commonpath([base, os.path.realpath(path)]) == base
+    except ValueError:  # different drives, a relative path against an absolute one
+        return False
 
 
 def _settings(doc: TrialResult, sweep_dir: Path | None, tracking_uri: str | None,

@@ -28,7 +28,6 @@ mlflow is imported inside functions only (``python -m sweep --help`` stays fast)
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import tempfile
@@ -285,8 +284,10 @@ class Tracker:
         elif isinstance(result, dict):
             result["mlflow"] = info.to_dict()
         path = job_dir / RESULT_FILE
-        try:
-            doc = json.loads(path.read_text())
+        from sweep import readback
+
+        try:  # the file as it is on disk, through the reader of files read back (never a FIFO, bounded)
+            doc = readback.read_json(path)
             if not isinstance(doc, dict):
                 raise ValueError("not a result document")
         except (OSError, ValueError):

@@ -11,6 +11,10 @@ sweep's ``<date>/<time>``, ``<date> <time>`` or the bare time.
     python -m sweep.report [--dir DIR | --experiment NAME --tracking-uri URI]
                            [--sweep-id ID] [--hardware b300] [--spec ddtree]
                            [--format table|csv|json|md|html] [-o FILE] [--plots DIR]
+
+Exit status: 0; 1 when no trial was found or a result file under ``--dir`` was skipped (each
+named in one line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are
+shown); 2 on bad input.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from sweep import errors
 FORMATS = ("table", "csv", "json", "md", "html")
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sweep.report", description=(
         "Compare trials: grouped by box x model x workload x objective, best feasible marked."))
     parser.add_argument("--experiment", help="default: the config's mlflow.experiment (specsweep)")
@@ -39,7 +43,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--plots", type=Path, help="also write PNG plots into this folder")
     parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     parser.add_argument("--dir", type=Path, help="read result.json files under DIR instead of MLflow")
-    return errors.one_line_usage_errors(parser).parse_args(argv)
+    return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    from sweep.compose import arguments
+
+    return arguments.parse("sweep.report", parser(), argv)  # every argument by its rule
 
 
 def _from_dir(args: argparse.Namespace, on_error: Callable[[Path, Exception], None]
@@ -91,10 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.table import print_groups, write_plots
 
     secrets.install_log_masking()
+    from sweep.readback import Skipped
+
     err = Console(stderr=True, highlight=False)
-    unreadable: list[tuple[Path, Exception]] = []  # named and counted as failed, never skipped
+    skipped = Skipped()  # each unreadable result file: one line on stderr, never silent; exit 1
     if args.dir is not None:
-        docs, sources, title = _from_dir(args, on_error=lambda p, e: unreadable.append((p, e)))
+        docs, sources, title = _from_dir(args, on_error=skipped)
     else:
         from sweep.record.runs import docs_from_mlflow
 
@@ -104,20 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          full=bool(args.plots) or args.format in ("json", "html"))
         title = f"experiment {experiment}" + (f", sweep {args.sweep_id}" if args.sweep_id else "")
     if not docs:
-        _unreadable(err, unreadable, 0, secrets.mask_text)
-        if not unreadable:
+        _summary(err, skipped, 0)
+        if not skipped:
             err.print(f"no trials found ({title})")
         return 1
     groups = build_groups(docs, sources)
-    note = err  # what was not shown goes with the table on stdout, else beside an export
     if args.format == "table":
         out = Console(highlight=False, file=open(args.output, "w") if args.output else None,  # noqa: SIM115
                       width=200 if args.output else None)
         if not out.is_terminal and args.output is None:
             out = Console(highlight=False, width=200)  # piped or logged: wide enough for every column
         print_groups(out, groups, title, where=args.dir)
-        if args.output is None:
-            note = out
         if args.output:
             out.file.close()
     else:
@@ -134,18 +143,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plots:
         for path in write_plots(all_rows(groups), args.plots):
             err.print(f"plot: {path}")
-    return 1 if _unreadable(note, unreadable, len(docs), secrets.mask_text) else 0
+    _summary(err, skipped, len(docs))
+    return skipped.exit_code()
 
 
-def _unreadable(console: Any, unreadable: list[tuple[Path, Exception]], shown: int,
-                mask: Callable[[str], str]) -> bool:
-    """Name every unreadable result file and count it as failed; True if there was one."""
-    for path, exc in unreadable:
-        console.print(f"failed: {path}: unreadable result file ({mask(str(exc))})", soft_wrap=True)
-    if unreadable:
-        console.print(f"{shown} trials shown; {len(unreadable)} result files unreadable "
-                      "(counted as failed trials)", soft_wrap=True)
-    return bool(unreadable)
+def _summary(console: Any, skipped: Any, shown: int) -> None:
+    """After the one line per unreadable file (sweep.readback.Skipped), how many were left out."""
+    if skipped:
+        console.print(f"{shown} trials shown; {len(skipped)} result files skipped (unreadable, named above)",
+                      soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,9 @@ def as_result(cells: Sequence[Mapping[str, Any]], objective: Objective | None = 
     if slo is not None and slo.active:
         doc.config = {"objective": {"slo": slo.to_dict()}}
         for cell, raw in zip(doc.cells, cells):
-            meets = slo.meets(raw.get("ttft_ms_p50"), raw.get("tpot_ms_p50"), raw.get("e2e_ms_p50"), None)
+            # the twin predicts a per-token time, TPOT: its ITL (an unknown ITL never meets a limit)
+            itl = raw.get("itl_ms_p50", raw.get("tpot_ms_p50"))
+            meets = slo.meets(raw.get("ttft_ms_p50"), raw.get("tpot_ms_p50"), raw.get("e2e_ms_p50"), itl)
             cell.slo_attainment = 1.0 if meets else 0.0
             cell.goodput_tok_s = float(raw.get("output_tok_s") or 0.0) if meets else 0.0
     doc.metrics = metrics(doc)

@@ -74,7 +74,11 @@ HEADER = """\
 
 
 def render(box: str, result: Fit, loaded: Loaded) -> str:
-    doc = document(box, result, loaded)
+    from sweep import secrets
+
+    # its points' sources quote the files' own commands (a landscape's recording command line):
+    # masked here, where the calibration leaves the process, whatever a file carried in
+    doc = secrets.mask_tree(document(box, result, loaded))
     parts = [HEADER.format(box=box)]
     for key, value in doc.items():  # constants and status one per line; lists and matrices compact
         flow = None if isinstance(value, list) or key == "uncertainty" else False
@@ -84,7 +88,14 @@ def render(box: str, result: Fit, loaded: Loaded) -> str:
 
 
 def write(folder: Path, box: str, result: Fit, loaded: Loaded) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{box}.yaml"
-    path.write_text(render(box, result, loaded), encoding="utf-8")
-    return path
+    """``<folder>/<box>.yaml``; the box's name came from result files, so it is checked to be one
+    plain name that stays inside ``folder`` (:func:`sweep.readback.inside`)."""
+    from sweep import readback
+    from sweep.atomic import write_atomic_text
+    from sweep.errors import ConfigError
+
+    try:
+        path = readback.inside(folder, box, ".yaml", "box")
+    except readback.Invalid as exc:
+        raise ConfigError("results", str(exc)) from None
+    return write_atomic_text(path, render(box, result, loaded))

@@ -90,6 +90,18 @@ def prior(name: str, kind: str | bool = "nvlink") -> dict[str, Any]:
     return base
 
 
+def _domain(name: str, kind: str | bool) -> str:
+    return "a fraction in (0, 1)" if prior(name, kind)["transform"] == "logit" else "a number in (0, 1e12]"
+
+
+def _in_domain(name: str, value: float, kind: str | bool) -> bool:
+    """Whether a calibration's value is one the constant can take (its prior's transform says:
+    a fraction for logit, a positive number for log)."""
+    if prior(name, kind)["transform"] == "logit":
+        return 0.0 < value < 1.0
+    return 0.0 < value <= 1e12
+
+
 def to_z(name: str, value: float, kind: str | bool = "nvlink") -> float:
     """A constant in the space its prior is normal in (log or logit)."""
     if prior(name, kind)["transform"] == "logit":
@@ -245,6 +257,9 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
             raise CalibrationError(KEY, f"{path}: constants.{name} is not a known number "
                                    f"(known: {', '.join(fitted_names())}; <name>{WL}<workload> for "
                                    f"{', '.join(workload_names)})")
+        if not _in_domain(name, float(value), kind):
+            raise CalibrationError(KEY, f"{path}: constants.{name} = {value!r} is outside what the constant "
+                                   f"can be ({_domain(name, kind)})")
         values[name] = float(value)
     unc = doc.get("uncertainty") or {}
     cov = tuple(tuple(float(x) for x in row) for row in unc.get("covariance") or ())

@@ -16,7 +16,6 @@ config's ``overrides`` and the file's ``engine`` and ``hardware``.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -60,7 +59,12 @@ class Landscape:
         if cfg is None:
             raise LandscapeError(f"error: landscape {self.path}: point names unknown config {config_id!r}")
         if "_composed" not in cfg:
-            cfg["_composed"] = dict(cfg.get("composed") or {}) or _compose(self, cfg)
+            try:
+                cfg["_composed"] = dict(cfg.get("composed") or {}) or _compose(self, cfg)
+            except Exception as exc:  # noqa: BLE001 - the file's override lines are input: named, one line
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                raise LandscapeError(f"error: landscape {self.path}: config {config_id!r} does not compose "
+                                     f"here ({first})") from None
             machine_perf = (self.doc.get("machine") or {}).get("perf") or {}
             if machine_perf:  # figures measured on the recording machine beat the YAML's
                 hw = dict(cfg["_composed"].get("hardware") or {})
@@ -81,30 +85,102 @@ def _compose(land: Landscape, cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load(path: Path | str) -> Landscape:
+    """A recorded landscape, read and checked (:func:`check_document`) through the project's reader
+    of files it wrote (:mod:`sweep.readback`); :class:`LandscapeError` naming the file and the first
+    value that is wrong."""
+    from sweep import readback
+
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise LandscapeError(f"error: landscape: cannot read {path}: {exc}".splitlines()[0]) from None
+        doc = readback.read_json(path)
+    except readback.BadFile as exc:
+        raise LandscapeError(f"error: landscape {path}: {exc.why}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise LandscapeError(f"error: landscape: {path} is not a landscape (schema {SCHEMA!r})")
+    try:
+        check_document(doc)
+    except readback.Invalid as exc:
+        raise LandscapeError(f"error: landscape {path}: {exc}") from None
     land = Landscape(path, doc)
     for cfg in doc.get("configs") or []:
         land.configs[str(cfg["id"])] = dict(cfg)
     return land
 
 
-def is_landscape(path: Path) -> bool:
-    """A JSON file whose schema is the landscape's (cheap check on the head of the file)."""
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
+def check_document(doc: Mapping[str, Any]) -> None:
+    """What a landscape must hold to be read (types and ranges; :class:`sweep.readback.Invalid`):
+    configs with an id, override lines and composed nodes that pass the key table; points that are
+    result.json cells (:func:`sweep.record.result.check`) naming a known config, with their per-round
+    figures; workloads, trials and the machine's figures of the right shapes."""
+    from sweep import readback as rb
+    from sweep.compose.bounds import check_recorded
+    from sweep.record._model import check
+    from sweep.record.result import Cell, cell_ranges
+
+    for key in ("engine", "engine_version", "model", "hardware", "created", "command"):
+        rb.text(key, doc.get(key), limit=100_000)
+    machine = rb.mapping("machine", doc.get("machine"))
+    perf = rb.mapping("machine.perf", machine.get("perf"))
+    if perf:
+        check_recorded({"hardware": {"perf": perf}}, where="machine")
+    for name, wl in rb.mapping("workloads", doc.get("workloads")).items():
+        check_recorded({"workload": rb.mapping(f"workloads.{name}", wl, optional=False)}, where=f"workloads.{name}")
+    ids = set()
+    for i, cfg in enumerate(rb.items("configs", doc.get("configs"))):
+        where = f"configs[{i}]"
+        cfg = rb.mapping(where, cfg, optional=False)
+        cid = cfg.get("id")
+        if isinstance(cid, bool) or not isinstance(cid, (str, int)):
+            raise rb.Invalid(f"{where}.id", f"{rb.shown(cid)} is not a config id")
+        ids.add(str(cid))
+        for j, line in enumerate(rb.items(f"{where}.overrides", cfg.get("overrides"))):
+            rb.text(f"{where}.overrides[{j}]", line, optional=False)
+        composed = rb.mapping(f"{where}.composed", cfg.get("composed"))
+        if composed:
+            check_recorded(composed, where=f"{where}.composed")
+    for i, trial in enumerate(rb.items("trials", doc.get("trials"))):
+        trial = rb.mapping(f"trials[{i}]", trial, optional=False)
+        rb.text(f"trials[{i}].status", trial.get("status"))
+        rb.text(f"trials[{i}].config", None if trial.get("config") is None else str(trial.get("config")))
+    ranges = cell_ranges()
+    for i, pt in enumerate(rb.items("points", doc.get("points"))):
+        where = f"points[{i}]"
+        check(Cell, pt, where=where, ranges=ranges)
+        if str(pt.get("config")) not in ids:
+            raise rb.Invalid(f"{where}.config", f"{rb.shown(pt.get('config'))} names no config of the file")
+        rb.text(f"{where}.workload", pt.get("workload"))
+        for key, value in pt.items():
+            if key.endswith("_runs"):
+                for j, v in enumerate(rb.items(f"{where}.{key}", value)):
+                    rb.number(f"{where}.{key}[{j}]", v, optional=False)
+
+
+def is_landscape(path: Path, head: bytes | None = None) -> bool:
+    """A JSON file whose schema is the landscape's (cheap check on the head of the file, or on
+    ``head`` when the caller read it already)."""
+    if head is None:
+        from sweep import readback
+
+        try:
+            head = readback.read_bytes(path)[:4096]
+        except readback.BadFile:
+            return False
     return SCHEMA.encode() in head
 
 
 # --------------------------------------------------------------------------- writing
+
+
+def write(path: Path, doc: Mapping[str, Any], *, argv: Sequence[str] = ()) -> Path:
+    """A landscape to disk, secrets masked once where it leaves the process: by name (``api_key``
+    anywhere in the tree, ``server.api_key=...`` in the recorded command), by URL password, and by
+    value -- every secret of the recording's own command line ``argv`` and the environment. Written
+    atomically (a reader never sees half a file; the recording rewrites it after every trial)."""
+    from sweep import secrets
+    from sweep.atomic import write_atomic
+
+    red = secrets.redactor(secrets.collect_secrets([str(a) for a in argv]))
+    return write_atomic(Path(path), secrets.mask_tree(dict(doc), red))
 
 
 def round_floats(value: Any, sig: int = SIG) -> Any:

@@ -9,11 +9,11 @@ results are refused: the twin is fitted to real boxes only.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from sweep.readback import BadFile, Invalid, checked_name, number, read_bytes
 from sweep.sim.arch import as_served
 from sweep.sim.constants import box_name, engine_hardware
 
@@ -49,7 +49,8 @@ class Point:
 class Loaded:
     points: list[Point]
     files: list[tuple[Path, str]]          # (path, sha256) of every file that gave points
-    skipped: list[tuple[Path, str]]        # (path, why)
+    skipped: list[tuple[Path, str]]        # (path, why): not a real box's finished measurement
+    bad: list[BadFile] = field(default_factory=list)  # files that are not what they claim (sweep/readback.py)
 
 
 SPEC_KEYS = ("algorithm", "budget", "topk", "window", "block", "num_steps", "ngram_n_min", "ngram_n_match",
@@ -142,7 +143,7 @@ def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     spec = spec_of(cfg)
     eager = bool((cfg.get("server") or {}).get("disable_cuda_graph"))
     max_tokens = int(workload.get("max_tokens") or 512)
-    box = box_name(hardware)
+    box = checked_name(box_name(hardware), "config.hardware (the box a calibration is written for)")
     head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
     common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
                               "file": name, "source": f"{name}: {doc.get('source') or ''}".strip(),
@@ -188,6 +189,7 @@ def landscape_points(path: Path) -> list[Point]:
         comp = land.composed(cid)
         cfg = {**comp, "workload": {**((comp.get("workload") or {})), "name": pt.get("workload")}}
         hardware = engine_hardware(comp.get("hardware") or {}, comp.get("server") or {"name": land.engine})
+        box = checked_name(box_name(hardware), f"configs {cid}: hardware (the box a calibration is written for)")
         model = as_served(comp.get("model") or {}, comp.get("server"))
         spec = spec_of(cfg)
         ctx, conc = int(pt["context"]), int(pt["concurrency"])
@@ -198,7 +200,7 @@ def landscape_points(path: Path) -> list[Point]:
         max_tokens = int(per_req or max_tokens)
         head = f"{cid} {pt.get('workload')}"
         common: dict[str, Any] = {
-            "hardware": hardware, "model": model, "spec": spec, "box": box_name(hardware), "eager": False,
+            "hardware": hardware, "model": model, "spec": spec, "box": box, "eager": False,
             "file": path.name, "source": f"{path.name}: {land.doc.get('command') or ''}", "context": ctx,
             "concurrency": conc, "max_tokens": max_tokens,
             "requests": int(int(pt.get("requests") or conc) / max(1, int(pt.get("repeats") or 1))),
@@ -215,31 +217,50 @@ def landscape_points(path: Path) -> list[Point]:
 
 
 def load(paths: Iterable[Path]) -> Loaded:
-    """Points from every real, successful result file (or recorded landscape) under ``paths``."""
+    """Points from every real, successful result file (or recorded landscape) under ``paths``.
+
+    Every file is read through :mod:`sweep.readback` (regular, bounded, strict JSON) and checked
+    as what it claims to be (a result file: :func:`sweep.record.result.check_document`; a
+    landscape: :func:`sweep.sim.landscape.check_document`); one that is not lands in ``bad``
+    with the reason, the others are used. Files that are fine but hold no real measurement
+    (simulated, failed, not a result file) land in ``skipped``."""
+    from sweep.errors import ConfigError
+    from sweep.readback import parse_json
+    from sweep.record.result import check_document
     from sweep.sim.landscape import LandscapeError, is_landscape
 
     loaded = Loaded([], [], [])
     for path in _files(paths):
-        if is_landscape(path):
+        try:
+            raw = read_bytes(path)
+        except BadFile as exc:
+            loaded.bad.append(exc)
+            continue
+        if is_landscape(path, raw[:4096]):
             try:
                 points = landscape_points(path)
-            except LandscapeError as exc:
-                loaded.skipped.append((path, str(exc)))
+            except (LandscapeError, ConfigError, Invalid) as exc:
+                loaded.bad.append(BadFile(path, str(exc).removeprefix("error: ")))
                 continue
             if not points:
                 loaded.skipped.append((path, "no measured figures"))
                 continue
             loaded.points.extend(points)
-            loaded.files.append((path, hashlib.sha256(path.read_bytes()).hexdigest()))
+            loaded.files.append((path, hashlib.sha256(raw).hexdigest()))
             continue
         try:
-            raw = path.read_bytes()
-            doc = json.loads(raw)
-        except (OSError, ValueError) as exc:
-            loaded.skipped.append((path, f"unreadable: {exc}".splitlines()[0]))
+            doc = parse_json(raw, path)
+        except BadFile as exc:
+            loaded.bad.append(exc)
             continue
         if not isinstance(doc, dict) or "cells" not in doc or "config" not in doc:
             loaded.skipped.append((path, "not a result file (no cells/config)"))
+            continue
+        try:
+            check_document(doc)
+            _check_coding(doc)
+        except Invalid as exc:
+            loaded.bad.append(BadFile(path, f"not a result file: {exc}"))
             continue
         if doc.get("simulated") is not False:
             loaded.skipped.append((path, "simulated: the twin is fitted to real boxes only"))
@@ -247,13 +268,27 @@ def load(paths: Iterable[Path]) -> Loaded:
         if doc.get("status") != "ok":
             loaded.skipped.append((path, f"status {doc.get('status')!r}"))
             continue
-        points = _points(doc, path.name)
+        try:
+            points = _points(doc, path.name)
+        except Invalid as exc:
+            loaded.bad.append(BadFile(path, str(exc)))
+            continue
         if not points:
             loaded.skipped.append((path, "no measured figures"))
             continue
         loaded.points.extend(points)
         loaded.files.append((path, hashlib.sha256(raw).hexdigest()))
     return loaded
+
+
+def _check_coding(doc: Mapping[str, Any]) -> None:
+    """The coding problems' figures a point is made of: numbers where numbers are read."""
+    coding = doc.get("coding") or {}
+    for i, prob in enumerate(coding.get("problems") or []):
+        if not isinstance(prob, dict):
+            raise Invalid(f"coding.problems[{i}]", "is not an object")
+        for key in ("tok_s", "completion_tokens", "prompt_tokens"):
+            number(f"coding.problems[{i}].{key}", prob.get(key))
 
 
 def predict_point(point: Point, cal: Mapping[str, float]) -> float:

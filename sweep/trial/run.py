@@ -106,6 +106,8 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
         acceptance.apply([measured], readers.request)
         cell = Cell.from_dict(measured.to_dict())
         doc.cells.append(cell)
+        if plan:  # the search's answer so far reaches the file with the probe that established it
+            doc.max_load = MaxLoad.from_dict(plan.summary())
         _finish_metrics(cfg, doc)
         doc.write(path)
         hooks.after_cell(doc, cell)
@@ -121,6 +123,10 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
     except hooks.StopTrial as stop:
         doc.status = "pruned"
         doc.failure = Failure(reason="pruned", message=stop.reason)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the answer the probes established is kept, as a crash keeps it
+        if plan:
+            doc.max_load = MaxLoad.from_dict({**plan.summary(), "stopped": plan.search.stopped or "interrupted"})
+        raise
     if plan:
         doc.max_load = MaxLoad.from_dict(plan.summary())
     from_requests = acceptance.apply(cells, readers.request)

@@ -154,6 +154,28 @@ class MisbehavingServer:
             events = _good_events(usage=False)[:-1] + [
                 _event({"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": 100000}}),
                 b"data: [DONE]\n\n"]
+        elif model == "usage_fewer":  # 64 events of text, 3 tokens by usage (was scored 2,304 tok/s, ok)
+            events = _good_events(usage=False)[:1] + [_event(_chunk(i % CHUNKS, meta=False)) for i in range(64)] + [
+                _event({"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": 3}}), b"data: [DONE]\n\n"]
+        elif model == "usage_twice":  # two usage blocks of one answer that disagree
+            n = CHUNKS * TOKENS_PER_CHUNK
+            events = _good_events()[:-1] + [_event({"choices": [], "usage": {"prompt_tokens": 17,
+                                                                             "completion_tokens": n - 1}}),
+                                            b"data: [DONE]\n\n"]
+        elif model in ("running_short", "running_exact"):  # continuous usage; the final block short or equal
+            n = CHUNKS * TOKENS_PER_CHUNK
+            evs = [_event({**_chunk(i), "usage": {"prompt_tokens": 17, "completion_tokens": (i + 1) * TOKENS_PER_CHUNK}})
+                   for i in range(CHUNKS)]
+            final = n + 2 if model == "running_short" else n
+            events = _good_events()[:1] + evs + [_event({"choices": [], "usage": {"prompt_tokens": 17,
+                                                                                  "completion_tokens": final}}),
+                                                 b"data: [DONE]\n\n"]
+        elif model == "one_event":  # every token in one content event: no gap, the ITL is unknown
+            n = CHUNKS * TOKENS_PER_CHUNK
+            events = _good_events()[:1] + [_event(_chunk(0, meta=False)),
+                                           _event({"choices": [], "usage": {"prompt_tokens": 17,
+                                                                            "completion_tokens": n}}),
+                                           b"data: [DONE]\n\n"]
         elif model == "content_not_text":
             events = _good_events()[:1] + [_event({"choices": [{"index": 0, "delta": {"content": 5}}]})]
         elif model == "finish_not_text":

@@ -130,18 +130,30 @@ def _where(key: str) -> tuple[list[str], str]:
 
 
 def _child(key: str) -> str:
-    """A concrete key for ``x.*`` (an existing child if any)."""
-    if not key.endswith(".*"):
+    """A concrete key for a pattern (``x.*``, ``x.*.y``): an existing child for each ``*`` if any."""
+    if "*" not in key:
         return key
-    parent = key[:-2]
+    parts = key.split(".")
     for i in range(len(CONTEXTS)):
-        tree = _composed(i)
-        node = tree
-        for part in parent.split("."):
-            node = node.get(part, {}) if isinstance(node, dict) else {}
-        if isinstance(node, dict) and node:
-            return f"{parent}.{next(iter(node))}"
-    return f"{parent}.specsweep_test"
+        node: Any = _composed(i)
+        out: list[str] = []
+        for part in parts:
+            if not isinstance(node, dict):
+                break
+            if part == "*":
+                rest = parts[len(out) + 1:]
+                names = [k for k, v in node.items() if not rest or (isinstance(v, dict) and rest[0] in v)] \
+                    or [k for k, v in node.items() if not rest or isinstance(v, dict)]
+                if not names:
+                    break
+                part = str(names[0])
+            if part not in node and len(out) < len(parts) - 1:
+                break
+            out.append(part)
+            node = node.get(part) if isinstance(node, dict) else None
+        if len(out) == len(parts):
+            return ".".join(out)
+    return ".".join("specsweep_test" if p == "*" else p for p in parts)
 
 
 def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
@@ -153,6 +165,8 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         out += [("abc", "wrong type")]
         if rule.lo is not None and (full or not out):
             out.append((num(rule.lo - 1), "below the lower bound"))
+        if rule.lo is not None and rule.lo_open:
+            out.insert(0, (num(rule.lo), "at the open lower bound"))
         if kind == "int" and full:
             out.append(("1.5", "not an integer"))
         return out if full else out[:1]
@@ -193,6 +207,7 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "storage": [("notaurl", "malformed URL"), ("sqlite:////proc/x/a.db", "unwritable"),
                     ("'postgresql+psycopg://u@127.0.0.1:1/db'", "unreachable")],
         "directions": [("sideways", "bad enum"), ("[maximize,up]", "bad enum")],
+        "cells": [("[[512]]", "not a pair"), ("[[0,1]]", "below the lower bound"), ("5", "wrong type")],
     }
     values = table[kind]
     return values if full else values[:1]

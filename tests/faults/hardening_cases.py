@@ -11,7 +11,11 @@ classes:
 2. search-space expressions, storage URLs, run dirs, the sweeper's settings;
 3. path keys (special files, empty or wrong files, traversal);
 5. storage faults on resume (a cut-short SQLite study, a half-written journal line, an emptied file);
-7. config files as input (a YAML alias bomb).
+7. config files as input (a YAML alias bomb);
+8. (issue 32) values whose checks were skipped: an SLO limit of 0 or inf, a max-load search over rate
+   that would run for hours, numbers with a leading zero, an objective cell never measured, a bad
+   per-host override, a constraint that would fill memory, the engines' install keys;
+9. (issue 32) SLURM options launcher=slurm relies on, and launcher=slurm where it cannot apply.
 
 Classes 4 (what the server reports), 5's runtime faults and 6 (secrets)
 need real runs: ``STAND_IN_USAGE`` lists the stand-in server's modes and the
@@ -209,6 +213,57 @@ INPUT: list[InputCase] = [
               _conf("deep", "x: " + "[" * 5000 + "]" * 5000 + "\n")),
 ]
 
+def _zero_yaml(work: Path) -> None:
+    _conf("zero", "workload:\n  max_tokens: 017\n")(work)
+
+
+def _setup_token(work: Path) -> None:
+    _conf("tok", "launcher:\n  setup: [\"export HF_TOKEN=hf_specsweep_config_file_canary\"]\n")(work)
+
+
+SEARCH = ["-m", "hydra/sweeper=optuna", "spec.budget=choice(4,8)"]
+SLURM = [*SEARCH, "launcher=slurm"]
+
+# Issue 32: 8. values whose checks were skipped; 9. SLURM options and where launcher=slurm applies.
+INPUT += [
+    InputCase(8, "objective.slo.tpot_ms=0 (no request meets it)", ("objective.slo.tpot_ms=0",), "objective.slo.tpot_ms"),
+    InputCase(8, "an SLO limit of inf", ("objective.slo.ttft_ms=inf",), "objective.slo.ttft_ms"),
+    InputCase(8, "an SLO limit of 1e400", ("objective.slo.e2e_ms=1e400",), "objective.slo.e2e_ms"),
+    InputCase(8, "a max-load search over rate from 0.001 req/s (hours)",
+              ("workload=max_load", "workload.max_load.over=rate", "workload.max_load.start=0.001",
+               "objective.slo.tpot_ms=50"), "workload.max_load.start"),
+    InputCase(8, "workload.max_tokens=017 (17 here, 15 in YAML)", ("workload.max_tokens=017",), "workload.max_tokens"),
+    InputCase(8, "max_tokens: 017 in a user's config file", ("-cd", "{work}/conf", "-cn", "zero"),
+              "{work}/conf/zero.yaml", _zero_yaml),
+    InputCase(8, "objective.metric=cell at a context the matrix never measures",
+              ("objective.metric=cell", "objective.context=999"), "objective.context"),
+    InputCase(8, "objective.metric=cell at a concurrency the matrix never measures",
+              ("objective.metric=cell", "objective.context=60", "objective.concurrency=3"), "objective.concurrency"),
+    InputCase(8, "an objective.context the matrix never measures (any metric)", ("objective.context=999",),
+              "objective.context"),
+    InputCase(8, "a bad per-host override of launcher.hosts (before any worker starts)",
+              (*SEARCH, "launcher.hosts=[{server_port:31701},{server_port:31702,overrides:['spec.topk=0']}]"),
+              "launcher.hosts[1]"),
+    InputCase(8, "a constraint that would fill memory ('x' * 10^11)",
+              ("spec.constraints=[\"'x' * 100000000000 == 'y'\"]",), "spec.constraints[0]"),
+    InputCase(8, "an engine install key out of range", ("server=llamacpp", "server.install.jobs=0"),
+              "server.install.jobs"),
+    InputCase(9, "sbatch_extra --array", (*SLURM, "launcher.sbatch_extra=['--array=1-4']"), "launcher.sbatch_extra[0]"),
+    InputCase(9, "sbatch_extra --signal", (*SLURM, "launcher.sbatch_extra=['--signal=USR1@60']"),
+              "launcher.sbatch_extra[0]"),
+    InputCase(9, "sbatch_extra --requeue", (*SLURM, "launcher.sbatch_extra=['--requeue']"), "launcher.sbatch_extra[0]"),
+    InputCase(9, "sbatch_extra --export=NONE", (*SLURM, "launcher.sbatch_extra=['--export=NONE']"),
+              "launcher.sbatch_extra[0]"),
+    InputCase(9, "sbatch_extra --arr (an abbreviation of --array)", (*SLURM, "launcher.sbatch_extra=['--arr=1-3']"),
+              "launcher.sbatch_extra[0]"),
+    InputCase(9, "sbatch_extra --time (a typed key's option)", (*SLURM, "launcher.sbatch_extra=['--time=5']"),
+              "launcher.sbatch_extra[0]"),
+    InputCase(9, "launcher=slurm on a single run", ("launcher=slurm",), "launcher"),
+    InputCase(9, "launcher=slurm on a plain grid", ("-m", "launcher=slurm", "spec.budget=4,8"), "launcher"),
+    InputCase(9, "a launcher.setup line with a token, from a config file", ("-cd", "{work}/conf", "-cn", "tok", *SLURM),
+              "launcher.setup[0]", _setup_token),
+]
+
 try:  # the client parses with orjson when it is there: it refuses 1e400 as JSON (json.loads makes it inf)
     import orjson  # noqa: F401
 
@@ -223,6 +278,10 @@ STAND_IN_USAGE = {
     "usage_inf": _INF,
     "usage_string": "usage.completion_tokens: '4' is not a number",
     "running_down": "usage.completion_tokens (running): went down from 3 to 1",
+    # issue 32: the server's counts cross-checked against what the stream showed, and against each other
+    "usage_fewer": "usage_mismatch: 3 tokens, although 64 events carried text",
+    "usage_twice": "usage_mismatch: 2 usage blocks disagree (4 then 3 tokens)",
+    "running_short": "usage_mismatch: the final count 9 is not the last running count 4",
     "metrics_negative": "/metrics: accept_len: -2.5 is out of range",
 }
 

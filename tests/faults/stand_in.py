@@ -19,6 +19,9 @@ matrix's default endpoint) -- misbehaves the way ``STAND_IN_MODE`` says:
                    a well-formed stream whose usage reports -4 tokens, 10^30 tokens,
                    1e400 (JSON's way to overflow a float), "4", or running counts that go down;
 * ``metrics_negative`` answers every request ``ok`` and reports ``sglang:spec_accept_length -2.5``;
+* ``usage_fewer`` / ``usage_twice`` / ``running_short``: counts that disagree with the stream or with
+                   each other: 64 events of text reported as 3 tokens, two usage blocks (4, then 3),
+                   running counts ending at 4 under a final 9;
 * ``usage_raw``    a well-formed stream whose usage block is ``$STAND_IN_USAGE`` verbatim (any JSON
                    text: a float count, a list, null, prompt tokens past the context ...);
 * ``no_usage``     a well-formed stream that never reports usage;
@@ -82,6 +85,17 @@ def _bad_usage(good: list[bytes], mode: str, chat: bool) -> list[bytes]:
         return [good[0], running("stand-in ", 3), running("answer ", 1), *good[3:]]
     if mode == "no_usage":
         return [*good[:4], good[-1]]
+    if mode == "usage_fewer":  # 64 events of text, 3 tokens by usage (was 2,304 tok/s and ok)
+        return [good[0], *(_event(_chunk("x ", chat)) for _ in range(64)), good[3],
+                _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}), good[-1]]
+    if mode == "usage_twice":  # two usage blocks of one answer that disagree
+        return [*good[:4], _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 4}}),
+                _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}}), good[-1]]
+    if mode == "running_short":  # running usage that ends short of the final count
+        def counted(text: str, ct: int) -> bytes:
+            return _event({**_chunk(text, chat), "usage": {"prompt_tokens": 10, "completion_tokens": ct}})
+        return [good[0], counted("stand-in ", 2), counted("answer ", 4), *good[3:4],
+                _event({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 9}}), good[-1]]
     if mode == "usage_raw":
         usage = b'data: {"choices": [], "usage": ' + os.environ.get("STAND_IN_USAGE", "null").encode() + b"}\n\n"
         return [*good[:4], usage, good[-1]]
@@ -124,7 +138,8 @@ class StandIn(Handler):
         self.close_connection = True
         if mode in ("ok", "metrics_negative", "metrics_raw", "info_raw"):
             self.wfile.write(b"".join(good))
-        elif mode in USAGE or mode in ("running_down", "usage_raw", "no_usage"):
+        elif mode in USAGE or mode in ("running_down", "usage_raw", "no_usage", "usage_fewer", "usage_twice",
+                                       "running_short"):
             self.wfile.write(b"".join(_bad_usage(good, mode, chat=self.path == COMPLETIONS[0])))
         elif mode == "endless_event":  # one event that never ends: bytes without a blank line, forever
             self.wfile.write(b'data: {"choices": [{"index": 0, "text": "')

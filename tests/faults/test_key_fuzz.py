@@ -47,7 +47,8 @@ from hypothesis import strategies as st
 from faults.bad_inputs import _child, _where
 from faults.orphan_scenarios import Server, port_free
 from sweep import plugins
-from sweep.compose import bounds, cmdline
+from sweep.compose import arguments, bounds, cmdline
+from sweep.compose.arguments import ARGUMENTS
 from sweep.compose.keys import RULES, Rule
 from sweep.errors import EXIT_INPUT, SweepError
 
@@ -108,6 +109,8 @@ def _numbers(rule: Rule) -> st.SearchStrategy[str]:
         out.append(st.sampled_from(["1" + "0" * 400, "9" * 5000]))  # past a float, past int parsing
     if rule.lo is not None:
         out.append(st.integers(min_value=int(rule.lo) - 10**12, max_value=int(rule.lo) - 1).map(str))
+        if rule.lo_open:
+            out.append(st.sampled_from([_num(rule.lo), "0.0", "-0.0"] if rule.lo == 0 else [_num(rule.lo)]))
     if rule.kind == "int":
         out.append(st.sampled_from(["1.5", "0.25", "-0.5"]))
     return st.one_of(out)
@@ -207,6 +210,24 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
     if kind == "cells":  # [[context, concurrency], ...]
         return st.sampled_from(["60", "[60]", "[[60]]", "[[60,2,3]]", "[[a,2]]", "[[60,-1]]", "[[0,2]]",
                                 "[[60,99999999999]]", "{a: 1}", "[[60,nan]]", "abc"])
+    # -- kinds of the commands' arguments (sweep/compose/arguments.py): values as argv words
+    if kind == "indir":
+        return st.one_of(SPECIAL_PATHS, st.sampled_from(["/nonexistent/specsweep-x", "/etc/hostname", "/proc/self"]),
+                         HUGE)
+    if kind == "inputs":
+        return st.one_of(SPECIAL_PATHS, st.sampled_from(["/nonexistent/specsweep-x", "/proc/self/status"]))
+    if kind == "outfile":
+        return st.sampled_from([SPECIAL["dir"], SPECIAL["fifo"], "/dev/null", "/proc/specsweep-x/out",
+                                "/etc/hostname/x", "/nonexistent-root-dir/specsweep/out"])
+    if kind == "slo_limits":
+        return st.sampled_from(["tpot_ms=inf", "tpot_ms=0", "ttft_ms=1e400", "e2e_ms=-1", "itl_ms=abc", "bogus=5",
+                                "tpot_ms", "tpot_ms=nan", "tpot_ms=-0.0", "tpot_ms=1e12"])
+    if kind == "csv_ints":
+        return st.sampled_from(["0,1", "x", "1,,2", "1e400", "-5", "99999999999999", "1.5", ","])
+    if kind == "overrides":
+        return st.sampled_from(BAD_OVERRIDES)
+    if kind == "names":
+        return st.sampled_from(["../x", "a b", "$(id)", "a/b", ".hidden", "-x"])
     raise AssertionError(f"no bad values for kind {kind!r}: add them (the fuzz covers every kind)")
 
 
@@ -215,6 +236,10 @@ def _target(rule_key: str) -> tuple[str, list[str], str]:
     context, target = _where(key)
     return key, context, target
 
+
+# overrides a command passes on (python -m sweep.engines, the benchmarks): refused as python -m sweep refuses them
+BAD_OVERRIDES = ["spec.budget=0", "workload.max_tokens=017", "objective.slo.tpot_ms=0", "specsweep_nope.x=1",
+                 "spec.budget=[", "workload.max_load.enabled=maybe", "objective.slo.itl_ms=inf"]
 
 TARGETS = {rule_key: _target(rule_key) for rule_key in RULES}
 CASES = st.sampled_from(sorted(RULES)).flatmap(lambda k: st.tuples(st.just(k), strategy(RULES[k])))
@@ -226,8 +251,10 @@ def _named(err: SweepError, key: str) -> bool:
 
 
 def test_every_kind_has_bad_values() -> None:
-    for rule in {r.kind: r for r in RULES.values()}.values():
-        strategy(rule)
+    rules = [*RULES.values(), *(a.rule for args in ARGUMENTS.values() for a in args)]
+    for rule in {r.kind: r for r in rules}.values():
+        if rule.kind != "bool" or rule in RULES.values():
+            strategy(rule)
 
 
 def test_every_key_refuses_every_class_by_its_rule() -> None:
@@ -340,3 +367,127 @@ def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"error: {key}"), (argv, lines)
         assert proc.stdout == "" and not any(cwd.iterdir()), (argv, list(cwd.iterdir()))
         assert port_free(port) and Server([port], token=None).processes() == {}
+
+
+# ------------------------------------------------------------------------------ the commands' arguments
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = {"sweep.schedule": "sweep.schedule", "sweep.report": "sweep.report.__main__", "sweep.sync": "sweep.sync",
+            "sweep.calibrate": "sweep.calibrate", "sweep.engines": "sweep.engines.__main__"}
+# what a command needs besides the fuzzed argument (a required positional, the sweep dir)
+NEEDS = {"sweep.schedule": ["--dir", str(FILES)], "sweep.sync": [str(FILES)], "sweep.calibrate": [str(FILES)],
+         "sweep.engines": ["llamacpp"]}
+
+
+def _main_of(command: str) -> object:
+    import importlib
+    import importlib.util
+
+    if command in COMMANDS:
+        return importlib.import_module(COMMANDS[command]).main
+    path = ROOT / command
+    name = f"specsweep_bench_{path.stem}"
+    if name not in sys.modules:
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))  # a benchmark imports its private helpers (_landscape_replay)
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    module = sys.modules[name]
+    return module._main if hasattr(module, "_main") else module.main
+
+
+def parser_of(command: str) -> object:
+    """The parser the command builds (its main, stopped in sweep.compose.arguments.parse)."""
+    arguments.PROBE = True
+    try:
+        _main_of(command)(NEEDS.get(command, []))  # type: ignore[operator]
+    except arguments.Probe as probe:
+        return probe.parser
+    finally:
+        arguments.PROBE = False
+    raise AssertionError(f"{command} does not parse through sweep.compose.arguments.parse")
+
+
+PARSED = [c for c in ARGUMENTS if c != "sweep.sim.predict"]  # predict reads Hydra overrides and two options
+
+
+def test_every_argument_of_every_command_has_a_rule() -> None:
+    """A command's argument without a row in ARGUMENTS fails here (and in the command itself)."""
+    for command in PARSED:
+        parser = parser_of(command)
+        dests = {a.dest for a in arguments.arguments_of(parser)}  # type: ignore[arg-type]
+        assert dests == {a.dest for a in ARGUMENTS[command]}, command
+    from sweep.sim import predict
+
+    assert {*predict.VALUE_OPTIONS, *predict.FLAGS} == {a.flag for a in ARGUMENTS["sweep.sim.predict"]}
+
+
+def arg_strategy(rule: Rule) -> st.SearchStrategy[str]:
+    """The kind's bad values as argv words: a word is no Hydra value, so a list or mapping written as
+    text is a fine string for a text argument (its bad ones: huge, control characters)."""
+    strat = strategy(rule)
+    if rule.kind in ("str", "path", "outdir", "outfile", "indir", "inputs", "file", "uri"):
+        return strat.filter(lambda v: not v.startswith(("[", "{")) and v != "true")
+    return strat
+
+
+ARG_CASES = st.sampled_from([(c, a) for c in PARSED for a in ARGUMENTS[c] if a.rule.kind != "bool"]).flatmap(
+    lambda ca: st.tuples(st.just(ca[0]), st.just(ca[1]), arg_strategy(ca[1].rule)))
+
+
+def _argv(command: str, arg: arguments.Arg, value: str) -> list[str]:
+    base = [w for w in NEEDS.get(command, []) if not (arg.dest in ("dir", "results", "engine") and w != "--dir")]
+    if arg.dest == "dir" and command == "sweep.schedule":
+        base = []
+    words = [value] if not arg.flag.startswith("-") else [arg.flag, value]
+    if arg.dest == "dir" and command == "sweep.schedule":
+        words = ["--dir", value]
+    return [*base, *words]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(ARG_CASES)
+def test_every_command_argument_refuses_what_its_kind_refuses(case: tuple[str, arguments.Arg, str]) -> None:
+    command, arg, value = case
+    value = value[1:-1] if len(value) > 1 and value[0] == value[-1] == "'" else value  # argv: no Hydra quotes
+    argv = _argv(command, arg, value)
+    parser = parser_of(command)
+    with pytest.raises(SweepError) as info:
+        arguments.parse(command, parser, argv)  # type: ignore[arg-type]
+    err = info.value
+    named = getattr(err, "key", "")
+    allowed = {arg.flag, arg.dest, "arguments", *(o for o in ("overrides",) if arg.rule.kind == "overrides")}
+    assert named.split("[")[0].split(" ")[0] in allowed or arg.rule.kind == "overrides", (argv, err.one_line())
+    assert err.exit_code == EXIT_INPUT and "\n" not in err.one_line(), argv
+
+
+@pytest.mark.slow
+def test_command_arguments_through_the_real_cli(tmp_path: Path) -> None:
+    """A sample per command, as real processes: exit 2, one line naming the argument, nothing written."""
+    cases = [("sweep.schedule", ["--dir", str(tmp_path), "--slo", "tpot_ms=inf"], "--slo tpot_ms"),
+             ("sweep.schedule", ["--dir", str(tmp_path), "--slo", "tpot_ms=0"], "--slo tpot_ms"),
+             ("sweep.schedule", ["--dir", str(tmp_path), "--percentile", "nan"], "--percentile"),
+             ("sweep.report", ["--dir", str(tmp_path), "-o", str(tmp_path)], "--output"),
+             ("sweep.sync", [SPECIAL["fifo"]], "dir"),
+             ("sweep.calibrate", ["--box", "../../x", str(tmp_path)], "--box"),
+             ("sweep.sim.predict", ["--concurrency", "0,1"], "--concurrency"),
+             ("sweep.sim.predict", ["--calibration", SPECIAL["fifo"]], "--calibration"),
+             ("sweep.engines", ["llamacpp", "--source-dir", "/dev/zero"], "--source-dir")]
+    bench = [("benchmarks/record_landscape.py", ["--rounds", "0"], "--rounds"),
+             ("benchmarks/record_landscape.py", ["workload.max_tokens=017"], "workload.max_tokens"),
+             ("benchmarks/sim_capacity.py", ["--seconds", "inf"], "--seconds"),
+             ("benchmarks/search_efficiency.py", ["--slo-tpot-ms", "0"], "--slo-tpot-ms")]
+    before = set(tmp_path.rglob("*"))
+    for command, argv, key in [*cases, *bench]:
+        cmd = [sys.executable, "-m", command] if not command.endswith(".py") else [sys.executable, str(ROOT / command)]
+        proc = subprocess.run([*cmd, *argv], cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+                              timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2, (command, argv, proc.stderr[-1000:])
+        assert len(lines) == 1 and lines[0].startswith(f"error: {key}"), (command, argv, lines)
+        assert "Traceback" not in proc.stderr
+    assert set(tmp_path.rglob("*")) == before

@@ -219,3 +219,20 @@ def test_ctrl_c_cancels_the_jobs(slurm: Cluster, tmp_path: Path, job_name: str,
         doc = json.loads((sweep_dir / str(t.number) / "result.json").read_text())
         assert doc["status"] in ("interrupted", "failed"), doc["status"]
     assert job_processes(ids) == []
+
+
+def test_a_job_that_ends_failed_without_a_result_fails_the_search(slurm: Cluster, tmp_path: Path,
+                                                                   job_name: str, cleanup_jobs: None) -> None:
+    """Exit statuses mean the same with and without SLURM (issue 32): a job that ends FAILED before its
+    trial wrote anything leaves a failed result.json (job_failed, the log's tail), and a search whose
+    every trial failed exits 1 -- as it does when its trials fail in the controller's own process."""
+    sweep_dir = tmp_path / "sweep"
+    r = run_controller(slurm, tmp_path, *SPACE, *FAST, "hydra.sweeper.n_trials=1", "hydra.sweeper.study_name=dead",
+                       "launcher.setup=['echo the setup failed >&2', 'exit 3']", "mlflow.enabled=false",
+                       f"launcher.job_name={job_name}", f"hydra.sweep.dir={sweep_dir}", timeout=300)
+    assert r.returncode == 1, r.stdout[-4000:] + r.stderr[-4000:]
+    doc = json.loads((sweep_dir / "0" / "result.json").read_text())
+    assert doc["status"] == "failed" and doc["failure"]["reason"] == "job_failed", doc
+    assert "the setup failed" in doc["failure"]["log_tail"]
+    trial = _trials(f"sqlite:///{sweep_dir}/optuna.db", "dead")[0]
+    assert trial.state == TrialState.FAIL and trial.user_attrs["failure_reason"] == "job_failed"

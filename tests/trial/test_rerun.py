@@ -69,7 +69,9 @@ def test_the_same_grid_command_after_ctrl_c_resumes_it(tmp_path: Path) -> None:
     assert _sweep_dirs(tmp_path) == [sweep_dir]  # the same dir, not a new one
     assert f"resuming {shown}: 1 of 3 trials done" in again.stderr
     assert first.read_text() == before  # the finished trial was not run again
-    assert "job 0 b300-ddtree-b4-t4-w2048-smoke: skipped, complete (ok)" in " ".join(again.stderr.split())
+    name = json.loads(before)["trial"]["name"]  # b4's name (with the measured difference, max tokens)
+    assert name.startswith("b300-ddtree-b4-t4-w2048-smoke")
+    assert f"job 0 {name}: skipped, complete (ok)" in " ".join(again.stderr.split())
     assert again.stderr.count("throughput matrix") == 2  # budgets 6 and 8 ran
     assert len(_ok(tmp_path)) == 3
 
