@@ -8,7 +8,9 @@ lets YAML turn a number into a boolean flag (e.g. vLLM's
 boolean knob whose flag takes a value (SGLang's ``--cuda-graph-backend-decode
 disabled`` for ``server.disable_cuda_graph``); ``${sweep.csv:list}`` joins a
 list into one comma-separated argument (llama.cpp's ``P0,P1,...`` values), null
-stays null so the flag is dropped; ``${sweep.not:x}`` is true where ``x`` is false or null and
+stays null so the flag is dropped; ``${sweep.json:x}`` is ``x`` as one compact JSON argument
+(a list of lists such as ``spec.per_load`` for the simulator's ``--sim-per-load``), null stays
+null; ``${sweep.not:x}`` is true where ``x`` is false or null and
 null otherwise, for a negative flag (vLLM's ``--no-enable-prefix-caching``). ``${sweep.engines_dir:}`` and
 ``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
 (:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
@@ -20,7 +22,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from omegaconf import ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
 def register() -> None:
@@ -36,6 +38,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.not", _not)
     if not OmegaConf.has_resolver("sweep.csv"):
         OmegaConf.register_new_resolver("sweep.csv", _csv)
+    if not OmegaConf.has_resolver("sweep.json"):
+        OmegaConf.register_new_resolver("sweep.json", _json)
     if not OmegaConf.has_resolver("sweep.engines_dir"):
         OmegaConf.register_new_resolver("sweep.engines_dir", lambda: str(_engine_paths.engines_dir()))
     if not OmegaConf.has_resolver("sweep.cpu_target"):
@@ -60,6 +64,16 @@ def _csv(value: Any) -> str | None:
     if isinstance(value, (list, tuple, ListConfig)):
         return ",".join(_scalar(v) for v in value)
     return _scalar(value)
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    import json
+
+    if isinstance(value, (ListConfig, DictConfig)):
+        value = OmegaConf.to_container(value, resolve=True)
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _scalar(value: Any) -> str:

@@ -115,5 +115,23 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimArgs:
     model = dict(ns.sim_model or {})
     model_path = ns.model_path
     served = ns.served_model_name or model_path
-    return SimArgs(ns=ns, hardware=hardware, model=model, spec=spec_from(ns, env, model),
+    spec = spec_from(ns, env, model)
+    if ns.sim_per_load is not None and spec["algorithm"] != "none":
+        spec["per_load"] = _per_load(ns.sim_per_load)
+    return SimArgs(ns=ns, hardware=hardware, model=model, spec=spec,
                    served_model_name=served, model_path=model_path, argv=tuple(argv))
+
+
+def _per_load(value: Any) -> list[list[int]]:
+    """--sim-per-load checked by the key's own rule (spec.per_load); a bad one exits 2 like argparse."""
+    import sys
+
+    from sweep.compose.bounds import check
+    from sweep.errors import ConfigError
+
+    try:
+        bands = check("spec.per_load", value)
+    except ConfigError as exc:
+        print(f"{PROG}: error: argument --sim-per-load: {exc.one_line()}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return [list(b) for b in bands]

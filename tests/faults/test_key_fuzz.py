@@ -202,6 +202,11 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
         return st.one_of(st.sampled_from([q("a b"), q("x$(id)"), q("a;b"), "[a]"]), CONTROL)
     if kind == "sbatch_args":
         return st.sampled_from([f"[{q('--x y')}]", "[partition=gpu]", f"[{q('--wrap=$(id)')}]", "5", "{a: 1}"])
+    if kind == "cells":  # [context, concurrency] pairs
+        return st.sampled_from(["5", "abc", "{a: 1}", "[[1]]", "[[1,2,3]]", "[[0,1]]", "[[1,-1]]", "[[a,1]]"])
+    if kind == "per_load":  # [from, to, budget] bands: shape, range, order, start, all-zero
+        return st.sampled_from(["5", "abc", "{a: 1}", "[]", "[[1,2]]", "[[0,2,4]]", "[[1,2,-1]]", "[[1,2,100000]]",
+                                "[[2,4,4]]", "[[1,4,4],[3,8,2]]", "[[3,1,4]]", "[[1,4,0]]", "[[1,a,4]]"])
     if kind == "lines":
         return st.sampled_from(["{a: 1}", "[[a]]", "[{a: 1}]", f"[{q('a' + chr(0) + 'b')}]"])
     raise AssertionError(f"no bad values for kind {kind!r}: add them (the fuzz covers every kind)")
