@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from sweep.sim import perf
-from sweep.sim import per_load as _per_load
+from sweep.compose import per_load as _per_load
 from sweep.sim.noise import Drift
 
 SURVIVAL_REFRESH = 32  # answer tokens before acceptance is re-evaluated (drift, window)

@@ -25,7 +25,8 @@ from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 from sweep import errors
-from sweep.sim import constants, per_load
+from sweep.compose import per_load
+from sweep.sim import constants
 from sweep.sim.cells import cell
 from sweep.sim.constants import Calibration
 from sweep.sim._setup import setup  # noqa: F401 - re-exported: what a prediction runs on

@@ -110,7 +110,7 @@ def test_the_simulator_gets_it_as_its_own_flag_and_parses_it() -> None:
 def test_budget_at_reads_bands_as_vllm_does() -> None:
     """Gaps carry the previous band's budget, past the last band the last budget (vLLM's dense lookup,
     checked against vLLM's own code in tests/contract/test_vllm_flags.py)."""
-    from sweep.sim.per_load import budget_at
+    from sweep.compose.per_load import budget_at
 
     table = [[1, 1, 8], [2, 2, 4], [4, 8, 1]]
     assert [budget_at(table, b) for b in range(1, 11)] == [8, 4, 4, 1, 1, 1, 1, 1, 1, 1]

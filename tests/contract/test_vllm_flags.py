@@ -22,7 +22,7 @@ rendered as ``num_speculative_tokens_per_batch_size`` is held by vLLM as given,
 and the dense batch size -> K lookup its scheduler builds from it at start (the
 call that validates the table, ``validate_and_normalize_dynamic_sd_schedule``)
 gives every batch size up to ``max_num_seqs`` the budget the simulator's twin
-gives it (:func:`sweep.sim.per_load.budget_at`); a table vLLM refuses (not
+gives it (:func:`sweep.compose.per_load.budget_at`); a table vLLM refuses (not
 starting at 1) is refused by the checker.
 """
 
@@ -182,7 +182,7 @@ def test_rendered_launch_passes_vllms_parser_and_config(spec: str, variant: str)
             continue
         assert parsed["speculative"][SPEC_KEYS[key]] == value, (key, parsed["speculative"])
     if variant == "per_load":
-        from sweep.sim.per_load import budget_at
+        from sweep.compose.per_load import budget_at
 
         assert parsed["speculative"]["num_speculative_tokens"] == max(k for _, _, k in TABLE)
         lookup = got["per_batch_size"]  # vLLM's scheduler's own dense lookup, index = batch size

@@ -1,4 +1,4 @@
-"""Per-load speculation in the twin: each decode step drafts the budget its batch size is given.
+"""Per-load speculation (``spec.per_load``) read as the engine reads it: the budget of a batch size.
 
 ``spec.per_load`` (``[[from, to, budget], ...]``) is read the way vLLM 0.32's scheduler reads
 ``num_speculative_tokens_per_batch_size`` (``vllm/v1/spec_decode/dynamic/utils.py``,
