@@ -406,6 +406,10 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
         if not isinstance(cfg.get(group), Mapping):
             raise ConfigError(group, "group is missing from the composed config")
     goal = objective(cfg["objective"])
+    for name in goal.metrics or ():  # a per-load study's values name measured loads
+        if (m := re.match(r"^tok_s_at_c(\d+)$", name)) and int(m.group(1)) not in workload.concurrency:
+            raise ConfigError("objective.metrics", f"{name}: concurrency {m.group(1)} is not measured "
+                              f"(workload.concurrency {list(workload.concurrency)})")
     if workload.max_load.enabled and not goal.slo.active:
         raise ConfigError("objective.slo", "workload.max_load searches the highest load meeting a latency "
                           "SLO: set at least one limit, e.g. objective.slo.tpot_ms=50 (ttft_ms, tpot_ms, "

@@ -359,6 +359,7 @@ RULES: dict[str, Rule] = {
     "hydra.sweeper.quirks": _enum(*SWEEPER_QUIRKS),
     "hydra.sweeper.prescreen.top_k": _int(0, MAX_TRIALS, "configs run first"),
     "hydra.sweeper.prescreen.calibration": _file("calibration"),
+    "hydra.sweeper.verify_rounds": _int(0, 100, "rounds verifying a per-load study's table (0: print the command)"),
     "hydra.sweeper.pool.max_restarts": _int(0, 1000, "restarts per host"),
     "hydra.sweeper.pool.restart_wait_s": _num(0, 3600, "seconds"),
 }
