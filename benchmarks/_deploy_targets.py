@@ -138,10 +138,11 @@ class PerLoadTarget(ScheduleTarget):
         gain = math.exp(sum(math.log(b) for b in self.best) / len(self.best) - gm[best_static])
         self.verify_s.clear()
         self.baseline_s = None
+        verify_h = self.grid_extra_s(land) / 3600 * land.gpus
         return (f"{text}\n   the true table: " + ", ".join(f"c{c}: b{b}" for c, b in zip(PER_LOAD_LADDER, self.budgets))
                 + f"; it beats the best static ({' '.join(o.split('.')[-1] for o in best_static)}) by {gain:.3f}x "
-                f"(geometric mean over loads); verification: {VERIFY_ROUNDS} rounds of the dynamic config, the "
-                "budgets it uses, the best static and the baseline")
+                f"(geometric mean over loads); its verification ({VERIFY_ROUNDS} rounds of the dynamic config, the "
+                f"budgets it uses, the best static and the baseline) costs {verify_h:.1f} GPU-h")
 
     def verification_seconds(self, land: Any, ledger: Any, chosen: list[tuple[str, ...]]) -> float:
         """Rounds x (restart + the ladder) of the dynamic config, each distinct static it chose or

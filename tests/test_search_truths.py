@@ -134,7 +134,7 @@ def test_the_per_load_target_prices_the_table_and_its_verification() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
     assert "10 points: 7 valid" in text  # spec.budget only: 10 choices, topk 4 <= budget keeps 7
-    assert "the true table: c1: b" in text and "verification:" in text
+    assert "the true table: c1: b" in text and "its verification (3 rounds" in text and "GPU-h" in text
     assert "TPE, one objective per load" in text
     last = text.strip().splitlines()[-1]
     assert last.startswith("share of the grid's GPU-hours per strategy (per_load") and "TPE, one objective" in last
