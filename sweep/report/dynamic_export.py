@@ -116,6 +116,7 @@ def text_lines(t: Table, engine: str, rendered: dict[str, Any]) -> list[str]:
         lines.append(f"  ({engine} launch not rendered: {rendered['error']})")
     if t.server != engine:
         lines.append(f"  (derived from server={t.server} measurements; rendered for server={engine})")
-    lines.append("  overrides: " + " ".join(_shell(o) for o in rendered.get("overrides") or []))
-    lines += [f"  note: {n}" for n in t.notes]
+    lines.append("  overrides (on the measurement's own command line): "
+                 + " ".join(_shell(o) for o in rendered.get("overrides") or []))
+    lines += [f"  note: {n}" for n in t.notes if not n.startswith("load ")]  # the levels' own: above
     return lines
