@@ -263,3 +263,42 @@ def test_a_hand_written_table_is_checked_the_same_way(measured: Path) -> None:
     bad = verify_cli("--dir", str(measured), "--dry-run", "--table", "[[2,4,4]]")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "error: --table: the first band must start at 1 (every batch size needs a budget), got 2")
+
+
+@pytest.mark.slow
+def test_measure_export_and_verify_on_the_simulator(tmp_path: Path) -> None:
+    """The whole path over real runs: a family (budgets 8, 16) and the baseline measured on the simulator,
+    the table exported for it, one verification round run by the command (every arm a real python -m sweep
+    multirun), and the verdict recognises the dynamic config, both statics and the baseline in it."""
+    import subprocess
+    import sys
+
+    from _support import free_port, subprocess_env
+
+    common = ["hardware=pro6000_ep4", "workload=smoke", "workload.concurrency=[1,64]", "workload.contexts=[1024]",
+              "workload.max_tokens=16", "workload.requests_per_cell=64", "workload.coding=off",
+              "server.sim.time_scale=0.02", "server.sim.load_seconds=0.2", "mlflow.enabled=false",
+              f"server.port={free_port()}"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, env=subprocess_env(),
+                             capture_output=True, text=True, timeout=900)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        return out
+
+    run("sweep", "-m", "spec=ddtree", "spec.budget=8,16", *common, f"hydra.sweep.dir={tmp_path}/m")
+    run("sweep", "spec=none", *common, f"hydra.run.dir={tmp_path}/base")
+    run("sweep.schedule", "--dir", str(tmp_path), "--export", "sim", "--no-write")  # prints, writes nothing
+    assert not (tmp_path / "dynamic-sim.yaml").exists()
+    run("sweep.schedule", "--dir", str(tmp_path), "--export", "sim")
+    [table] = yaml.safe_load((tmp_path / "dynamic-sim.yaml").read_text())["tables"]
+    assert table["budgets"] == [8, 16] and table["baseline"] is not None
+    if not table["per_load"]:  # the baseline won everywhere: check the one hand-written table instead
+        extra = ["--table", "[[1,1,16],[2,64,8]]"]
+    else:
+        extra = []
+    out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false")
+    doc = yaml.safe_load((tmp_path / "verify.yaml").read_text())
+    [v] = doc["verifications"]
+    assert set(v["arms"]) == {"dynamic", "b8", "b16", "baseline"} and v["rounds"] == 1 and v["loads"] == [1, 64]
+    assert out.stdout.strip().splitlines()[-1] == v["headline"]
