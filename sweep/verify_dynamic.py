@@ -238,6 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         return report(root, tables, line.strip())
     units = units_of(tables, args.statics)
+    if args.rounds < 3:
+        print(f"note: {args.rounds} round(s): the intervals need 3 or more (2 gives a t-interval 12.7 x its "
+              "spread wide, 1 none): a check that it runs, not a verdict", file=sys.stderr)
     for rnd in range(1, args.rounds + 1):
         shift = (rnd - 1) % len(units)
         for i, u in enumerate(units[shift:] + units[:shift]):
