@@ -48,6 +48,8 @@ from sweep.score.noise import spread_of
 from sweep.slo import Slo
 
 FORMAT = "specsweep.dynamic/1"
+# how much a cell measured: what a verification must repeat (a recorded landscape keeps them composed)
+_MEASURED_SIZE = ("max_tokens", "requests_per_cell", "min_requests", "warmup_requests")
 _NOT_FAMILY = ("spec.budget=", "spec.per_load=")
 
 
@@ -128,10 +130,17 @@ class Table:
         return [*self.base_overrides(), f"spec.budget={top}", f"spec.per_load={text}"]
 
     def workload_overrides(self) -> list[str]:
-        """How the family was measured (the workload overrides of its newest static config)."""
+        """How the family was measured: the workload overrides of its newest static config; a recorded
+        landscape's round (whose recorder set them on its own command line) by its composed values."""
         row = self.statics[self.budgets[-1]]
-        return [o for o in _all_overrides(row.doc) if o.lstrip("+~").startswith("workload")
-                and not o.lstrip("+~").startswith("workload.cells=")]
+        out = [o for o in _all_overrides(row.doc) if o.lstrip("+~").startswith("workload")
+               and not o.lstrip("+~").startswith("workload.cells=")]
+        if not row.doc.trial.overrides:
+            wl = row.doc.config_section("workload")
+            given = {o.split("=", 1)[0] for o in out}
+            out += [f"workload.{k}={wl[k]}" for k in _MEASURED_SIZE
+                    if wl.get(k) is not None and f"workload.{k}" not in given]
+        return out
 
     @property
     def title(self) -> str:
