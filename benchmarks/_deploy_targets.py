@@ -16,7 +16,19 @@ tokens at the truth's tok/s), so the search's own price is charged. The SLO
 (``--slo-tpot-ms``) defaults to the truth's own median config's TPOT at
 concurrency 32: about half the configs carry 32, the edges spread over the ladder.
 
-Both read the truth through ``search_efficiency.Twin`` (shipped or perturbed:
+``--target per_load``: the search aims at the engine's own per-load speculation
+(``spec.per_load``): only the composed spec's budget is searched (one family:
+``hydra/sweeper/space=per_load``), over a load ladder at one context. The table a search
+hands over is, per load, the budget measured best there (what ``python -m sweep.schedule
+--export`` derives; in steady state the dynamic config at load C runs that budget at batch
+C, so its true tok/s there is that budget's). Found when that table is truly within 2% of
+the family's best budget at every load -- and then **verified**: the verification's runs
+(``python -m sweep.verify_dynamic``: ``VERIFY_ROUNDS`` rounds of the dynamic config, the
+budgets the table uses, the best static over the loads and the baseline, each a restart
+and the ladder) are charged to the search the moment its table is found, so every
+strategy pays for the proof it ends with.
+
+All read the truth through ``search_efficiency.Twin`` (shipped or perturbed:
 ``_perturbed_twin.py``); the pre-screen keeps its own twin.
 """
 
@@ -85,6 +97,96 @@ class ScheduleTarget:
                 return 0.0
             _, lines = max(seen)
             worst = min(worst, land.twin.of(lines)["cells"][i]["output_tok_s"] / best)
+        return worst
+
+
+# ---------------------------------------------------------------------------------- per load
+def _valid(land: Any) -> list[tuple[str, ...]]:
+    from search_efficiency import valid_lines
+
+    return valid_lines(land)
+
+
+PER_LOAD_LADDER = (1, 4, 16, 64)
+VERIFY_ROUNDS = 3
+
+
+@dataclass
+class PerLoadTarget(ScheduleTarget):
+    """The family's per-load table within 2% at every load, then verified (charged when found)."""
+
+    name: str = "per_load"
+    context: int = 1024
+    budgets: list[int] = field(default_factory=list)        # the true best budget per load
+    verify_s: dict[int, float] = field(default_factory=dict)  # per ledger: the verification charged
+    best_static: tuple[str, ...] = ()                          # the true best single budget over the loads
+    baseline_s: float | None = None
+
+    def objective_overrides(self, hardware: str) -> list[str]:
+        ladder = ",".join(map(str, PER_LOAD_LADDER))
+        # the per-load space (budget only, one objective per load); single-objective strategies
+        # drop its metrics (hydra.sweeper.metrics=null) and search the weighted mean
+        return ["objective.metric=weighted_mean", f"workload.contexts=[{self.context}]",
+                f"workload.concurrency=[{ladder}]", "hydra/sweeper/space=per_load"]
+
+    def prepare(self, land: Any, lines: list[tuple[str, ...]]) -> str:
+        text = super().prepare(land, lines)
+        self.budgets = [int(w.split("budget=")[1].split()[0]) if "budget=" in w else 0 for w in self.winners]
+        statics = {x: land.twin.of(x) for x in lines if not land.twin.of(x)["failure"]}
+        gm = {x: sum(math.log(c["output_tok_s"]) for c in t["cells"]) / len(t["cells"]) for x, t in statics.items()}
+        best_static = self.best_static = max(gm, key=lambda x: gm[x])
+        gain = math.exp(sum(math.log(b) for b in self.best) / len(self.best) - gm[best_static])
+        self.verify_s.clear()
+        self.baseline_s = None
+        verify_h = self.grid_extra_s(land) / 3600 * land.gpus
+        return (f"{text}\n   the true table: " + ", ".join(f"c{c}: b{b}" for c, b in zip(PER_LOAD_LADDER, self.budgets))
+                + f"; it beats the best static ({' '.join(o.split('.')[-1] for o in best_static)}) by {gain:.3f}x "
+                f"(geometric mean over loads); its verification ({VERIFY_ROUNDS} rounds of the dynamic config, the "
+                f"budgets it uses, the best static and the baseline) costs {verify_h:.1f} GPU-h")
+
+    def verification_seconds(self, land: Any, ledger: Any, chosen: list[tuple[str, ...]]) -> float:
+        """Rounds x (restart + the ladder) of the dynamic config, each distinct static it chose or
+        the best static, and the baseline, at the truth's speed."""
+        arms = list(dict.fromkeys([*chosen, self.best_static]))
+        wl = land.twin.of(arms[0])["config"]["workload"]
+        per_arm = [land.restart_s + sum(land.cell_seconds(c, wl) for c in land.twin.of(x)["cells"]) for x in arms]
+        dynamic = land.restart_s + sum(land.cell_seconds(land.twin.of(x)["cells"][i], wl) for i, x in enumerate(chosen))
+        return VERIFY_ROUNDS * (dynamic + sum(per_arm) + self._baseline_s(land, wl))
+
+    def grid_extra_s(self, land: Any) -> float:
+        """The grid measured every budget: its table is the true one; it too pays the verification."""
+        lines = [x for x in _valid(land) if not land.twin.of(x)["failure"]]
+        chosen = [max(lines, key=lambda x: land.twin.of(x)["cells"][i]["output_tok_s"]) for i in range(len(self.best))]
+        return self.verification_seconds(land, None, chosen)
+
+    def _baseline_s(self, land: Any, wl: Any) -> float:
+        """The autoregressive baseline's restart and ladder at the truth's speed (composed once)."""
+        if self.baseline_s is None:
+            from omegaconf import OmegaConf
+
+            from _perturbed_twin import truth_prediction
+
+            composed = land.compose(["spec=none"])
+            cfg = OmegaConf.to_container(OmegaConf.create({k: composed[k] for k in composed if k != "hydra"}),
+                                         resolve=True)
+            pred = truth_prediction(cfg, land.twin.perturb)
+            self.baseline_s = 0.0 if pred["failure"] else land.restart_s + sum(
+                land.cell_seconds(c, wl) for c in pred["cells"])
+        return self.baseline_s
+
+    def quality(self, study: Any, space: Any, land: Any, ledger: Any) -> float:
+        worst = 1.0
+        chosen: list[tuple[str, ...]] = []
+        for i, best in enumerate(self.best):
+            seen = [(m[i], x) for x, m in ledger.measured if i < len(m)]
+            if not seen:
+                return 0.0
+            _, lines = max(seen)
+            chosen.append(lines)
+            worst = min(worst, land.twin.of(lines)["cells"][i]["output_tok_s"] / best)
+        if worst >= 1 - WITHIN and id(ledger) not in self.verify_s:  # found: the verification is run now
+            self.verify_s[id(ledger)] = self.verification_seconds(land, ledger, chosen)
+            ledger.spent_s += self.verify_s[id(ledger)]
         return worst
 
 

@@ -49,7 +49,10 @@ and a config the user already runs is not something a search has to find (on
 b300 it is within 2% of the best, so with ``--enqueue shipped`` every strategy
 is done after one trial).
 
-**Deployment targets** (``--target``, ``_deploy_targets.py``): ``schedule`` -- the
+**Deployment targets** (``--target``, ``_deploy_targets.py``): ``per_load`` -- the
+family's per-load budget table (the engine's own per-load speculation, ``spec.per_load``)
+within 2% at every load of a ladder, then verified (its verification runs charged when found);
+``schedule`` -- the
 config measured best at *every* load band (context x concurrency) is truly within
 2% of that band's best (what ``python -m sweep.schedule`` hands a deployment);
 ``max_load`` -- every trial runs the max-load search under a TPOT SLO, found when
@@ -470,10 +473,11 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--hardware", default="b300,pro6000_ep4")
     ap.add_argument("--objective", default="tok_s_c1")
-    ap.add_argument("--target", choices=("objective", "schedule", "max_load"), default="objective",
+    ap.add_argument("--target", choices=("objective", "schedule", "max_load", "per_load"), default="objective",
                     help="objective (default): the incumbent within 2%% of the best objective; schedule: the "
                          "best config within 2%% at every load band; max_load: the config carrying the most "
-                         "load under a TPOT SLO, within the search's tolerance (_deploy_targets.py)")
+                         "load under a TPOT SLO, within the search's tolerance; per_load: the family's per-load "
+                         "budget table within 2%% at every load, then verified (_deploy_targets.py)")
     ap.add_argument("--truth", choices=("twin", "perturbed"), default="twin",
                     help="twin (default): the shipped calibration; perturbed: the twin with its constants and "
                          "structure moved (_perturbed_twin.py), a truth the pre-screen does not share")
@@ -514,6 +518,9 @@ def _main(argv: list[str] | None = None) -> int:
     import sweep.compose.resolvers  # noqa: F401
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    import warnings
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     table, target = strategies_of(args)
     names = [s for s in (args.strategies or ",".join(table)).split(",") if s]
     unknown = [s for s in names if s not in table]
@@ -560,6 +567,8 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"   a trial costs {land.trial_s[0]:.0f}-{land.trial_s[1]:.0f} s on the box "
                   f"(restart {RESTART_S:.0f} s + coding eval + matrix, twin-predicted) x {land.gpus} GPUs; "
                   f"noise {land.sigma:.0%} (server.sim.noise); {args.seeds} seeds; cap {cap} trials")
+            if hasattr(target, "grid_extra_s"):
+                land.extra["grid_extra_s"] = target.grid_extra_s(land)
             grid_h = full_grid_hours(land, cap)
             results = {name: [search(land, table[name][1], seed, cap, cal, target) for seed in range(args.seeds)]
                        for name in names if name != "grid+search"}
@@ -656,12 +665,19 @@ def strategies_of(args: argparse.Namespace) -> tuple[dict[str, tuple[str, list[s
     """The strategies and the target object of ``--target``."""
     if args.target == "objective":
         return STRATEGIES, ObjectiveTarget()
-    from _deploy_targets import MaxLoadTarget, ScheduleTarget
+    from _deploy_targets import MaxLoadTarget, PerLoadTarget, ScheduleTarget
 
     grid, rnd = STRATEGIES["grid"], STRATEGIES["random"]
     avoid = "hydra.sweeper.quirks=avoid"
     curve = "objective.metrics=[tok_s_lowc,tok_s_peak]"
     prescreen = "hydra.sweeper.prescreen.top_k=4"
+    if args.target == "per_load":
+        single = "hydra.sweeper.metrics=null"  # the per-load space's metrics off: one objective
+        return {"grid": (grid[0], [*grid[1], single]), "random": (rnd[0], [*rnd[1], single]),
+                "tpe": ("TPE (weighted mean)", [avoid, single]),
+                "tpe-per-load": ("TPE, one objective per load", [avoid]),
+                "nsga-per-load": ("NSGA-II, one objective per load", ["hydra/sweeper/sampler=nsgaii", avoid])}, \
+            PerLoadTarget()
     if args.target == "schedule":
         return {"grid": grid, "random": rnd,
                 "tpe": ("TPE (weighted mean)", [avoid]),
@@ -688,6 +704,8 @@ def full_grid_hours(land: Landscape, cap: int) -> float:
     for p in (rules.valid_points() or [])[:cap]:
         truth = land.twin.of(tuple(space.overrides(p)))
         seconds += RESTART_S if truth["failure"] else RESTART_S + truth["coding_s"] + sum(truth["cell_s"])
+    if land.extra.get("grid_extra_s"):  # what the target charges after the grid (per_load: the verification)
+        seconds += float(land.extra["grid_extra_s"])
     return seconds / 3600 * land.gpus
 
 

@@ -15,6 +15,14 @@ the directory.
 
 ``--slo`` judges under another SLO than the trials ran with, from the
 latency rows each cell keeps (the trials' own ``objective.slo`` by default).
+
+``--export vllm`` (or ``sim``) also derives, for every family of configs that differ only in
+``spec.budget`` (and the baseline), the per-load budget table the engine runs itself
+(``spec.per_load``, vLLM's ``num_speculative_tokens_per_batch_size``;
+:mod:`sweep.report.dynamic`), prints its ``--speculative-config`` and the overrides that run it,
+and writes ``dynamic-<engine>.yaml`` beside ``schedule.yaml`` -- what
+``python -m sweep.verify_dynamic --dir DIR`` checks against the static budgets and the baseline.
+``--family TEXT`` keeps the families whose name contains TEXT.
 Exit status: 0; 1 when no trial finished, or when a result file was skipped (each named in one
 line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are scheduled); 2 on
 bad input.
@@ -31,6 +39,7 @@ from sweep.errors import ConfigError, command
 from sweep.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
+DYNAMIC = "dynamic-{engine}.yaml"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,6 +55,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-slo", action="store_true",
                    help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
+    p.add_argument("--export", choices=("vllm", "sim"), default=None,
+                   help="derive each budget family's per-load table (spec.per_load) for this engine: print its "
+                        "launch argument and overrides, write dynamic-<engine>.yaml")
+    p.add_argument("--family", default=None, metavar="TEXT",
+                   help="with --export: only families whose name contains TEXT (e.g. ngram-max4-min2)")
     return p
 
 
@@ -100,10 +114,41 @@ def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
     return out
 
 
+def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: Slo | None, command: str) -> None:
+    """``--export``: the per-load tables, printed and written beside schedule.yaml."""
+    from sweep.report.dynamic import derive
+    from sweep.report.dynamic_export import document, text_lines
+
+    tables = derive(docs, sources, slo=slo, family=args.family)
+    print()
+    if not tables:
+        match = f" matching {args.family!r}" if args.family else ""
+        print(f"no per-load table: no family of configs differing only in spec.budget (with the baseline) "
+              f"was measured at closed-loop loads under {args.dir}{match}")
+        return
+    doc, rendered = document(tables, args.export, command=command)
+    for t, r in zip(tables, rendered):
+        print("\n".join(text_lines(t, args.export, r)))
+        print()
+    if args.no_write:
+        return
+    import yaml
+
+    from sweep.atomic import write_atomic_text
+
+    path = write_atomic_text(args.dir / DYNAMIC.format(engine=args.export),
+                             "# per-load speculation derived from measured cells (docs/deployment.md); "
+                             "python -m sweep.verify_dynamic --dir <this dir> checks it\n"
+                             + yaml.safe_dump(doc, sort_keys=False, width=110))
+    print(f"written: {path}", file=sys.stderr)
+
+
 @command("sweep.schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     slo = _slo(args)  # a ConfigError: one line at the boundary, exit 2
+    if args.family is not None and args.export is None:
+        raise ConfigError("--family", "only with --export")
     if not args.dir.is_dir():
         raise ConfigError("--dir", f"{args.dir}: not a directory")
     from sweep.record.result import iter_results
@@ -120,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
         return 1
     print_schedules(schedules)
+    command = "python -m sweep.schedule " + " ".join(sys.argv[1:] if argv is None else list(argv))
+    if args.export is not None:
+        _export(args, [d for _, d in found], [str(p) for p, _ in found], slo, command.strip())
     if args.no_write:
         return skipped.exit_code()
     import yaml
@@ -127,7 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.atomic import write_atomic_text
     from sweep.report.deployment_plots import deployment_plots
 
-    command = "python -m sweep.schedule " + " ".join(sys.argv[1:] if argv is None else list(argv))
     doc = schedule_document(schedules, command=command.strip())
     path = write_atomic_text(args.dir / FILENAME, "# which config at which load (docs/deployment.md): each band's "
                              "overrides go on the sweep's own command line\n"

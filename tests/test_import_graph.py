@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # command modules: parse arguments, call the packages (and Hydra's entry points)
     ("commands", ("sweep.__main__", "sweep.app", "sweep.callbacks", "sweep.plugins", "sweep.doctor",
                   "sweep.sync", "sweep.report.__main__", "sweep.sim.__main__", "sweep.calibrate", "sweep.schedule", "sweep.decide",
+                  "sweep.verify_dynamic",
                   "sweep.engines.__main__", "hydra_plugins")),
     ("trial", ("sweep.trial",)),  # one trial end to end
     ("record", ("sweep.record",)),  # MLflow, sync, the parent run (uploads the report's plots)

@@ -120,3 +120,21 @@ def test_the_benchmark_runs_the_sweepers_loop_on_the_perturbed_twin() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith("share of the grid's GPU-hours per strategy") and "random " in last, last
+
+
+@pytest.mark.slow
+def test_the_per_load_target_prices_the_table_and_its_verification() -> None:
+    """--target per_load: only the budget is searched (hydra/sweeper/space=per_load), one objective
+    per load for the per-load strategies; the true table and its verification are named, and the grid
+    pays for the verification too (a strategy's GPU-hours include it once found)."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_efficiency.py"), "--truth", "perturbed",
+                          "--target", "per_load", "--hardware", "pro6000_ep4", "--seeds", "1",
+                          "--strategies", "tpe,tpe-per-load", "--max-trials", "20"],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    assert "10 points: 7 valid" in text  # spec.budget only: 10 choices, topk 4 <= budget keeps 7
+    assert "the true table: c1: b" in text and "its verification (3 rounds" in text and "GPU-h" in text
+    assert "TPE, one objective per load" in text
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("share of the grid's GPU-hours per strategy (per_load") and "TPE, one objective" in last

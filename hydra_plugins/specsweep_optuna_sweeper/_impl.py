@@ -44,7 +44,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sweep import errors
 from sweep.errors import ConfigError
 
-from . import _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
+from . import _per_load, _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
 from ._dispatch import Interrupted
 from ._loop import SearchLoop
 from .config import DETERMINISTIC_FAILURES
@@ -95,6 +95,7 @@ class Settings:
     quirks: str = "avoid"
     prescreen: dict[str, Any] | None = None
     pruner: Any = None  # an Optuna pruner (Hydra instantiates hydra.sweeper.pruner) or its config
+    verify_rounds: int = 0  # a per-load study's verification rounds at its end (_per_load.py)
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "Settings":
@@ -138,6 +139,7 @@ class Settings:
             quirks=_choice("quirks", g.get("quirks") or "avoid", _rules.QUIRK_MODES),
             prescreen=_prescreen_settings(g.get("prescreen"), metrics),
             pruner=g.get("pruner"),
+            verify_rounds=int(bounds.check("hydra.sweeper.verify_rounds", g.get("verify_rounds")) or 0),
         )
 
 
@@ -405,6 +407,8 @@ class OptunaSweeperImpl:
             contour=s.plots.get("contour"), make_plots=bool(s.plots.get("enabled", True)),
             executed=pool_run.executed() if pool_run is not None else loop.executed,
             spread=_spread(self.config))
+        if interrupted is None and _per_load.is_per_load(s.metrics):
+            _per_load.finish(sweep_dir, s.verify_rounds, str(OmegaConf.select(self.config, "server.name") or ""))
         resume = "the same command"
         if s.storage is None or (hosts and s.storage == _pool.default_storage(sweep_dir)):
             resume += f" hydra.sweep.dir={sweep_dir}"

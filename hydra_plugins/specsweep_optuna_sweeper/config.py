@@ -221,6 +221,10 @@ class SpecsweepOptunaSweeperConf:
     pool: PoolConf = field(default_factory=PoolConf)
     quirks: str = "avoid"
     prescreen: PrescreenConf = field(default_factory=PrescreenConf)
+    # A per-load study (every metric tok_s_at_c<N>, hydra/sweeper/space=per_load) ends by deriving
+    # the family's per-load table (dynamic-<engine>.yaml); this many rounds then verify it
+    # (python -m sweep.verify_dynamic); 0: the verify command is printed, not run.
+    verify_rounds: int = 0
 
 
 _cs = ConfigStore.instance()

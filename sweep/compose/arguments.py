@@ -42,6 +42,23 @@ class Arg:
     base: Callable[[argparse.Namespace], list[str]] | None = None
 
 
+def _export_overrides(folder: Any, file: Any) -> list[str]:
+    """The first table's overrides of a ``dynamic-<engine>.yaml`` (what ``verify_dynamic``'s extra
+    overrides go on top of); none when there is no readable export (the command says so itself)."""
+    from pathlib import Path
+
+    import yaml
+
+    try:
+        files = [Path(file)] if file is not None else sorted(Path(folder).glob("dynamic-*.yaml"))
+        if not files or files[0].stat().st_size > 1 << 20:
+            return []
+        tables = yaml.safe_load(files[0].read_text()).get("tables") or []
+        return [str(o) for o in tables[0].get("overrides") or []]
+    except (OSError, yaml.YAMLError, AttributeError, IndexError, TypeError):
+        return []
+
+
 def _int(lo: float, hi: float, what: str = "") -> Rule:
     return Rule("int", lo, hi, what=what)
 
@@ -64,7 +81,16 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--dir", "dir", Rule("indir", required=True)),
         Arg("--slo", "slo", Rule("slo_limits")),
         Arg("--percentile", "percentile", RULES["objective.slo.percentile"]),
-        Arg("--no-slo", "no_slo", FLAG), Arg("--no-write", "no_write", FLAG)),
+        Arg("--no-slo", "no_slo", FLAG), Arg("--no-write", "no_write", FLAG),
+        Arg("--export", "export", Rule("enum", choices=(None, "vllm", "sim"))), Arg("--family", "family", TEXT)),
+    "sweep.verify_dynamic": (
+        Arg("--dir", "dir", Rule("indir", required=True)), Arg("--file", "file", Rule("file", fmt="text")),
+        Arg("--rounds", "rounds", _int(1, 100, "rounds")),
+        Arg("--statics", "statics", Rule("enum", choices=("all", "chosen"))),
+        Arg("--workload", "workload", NAME), Arg("--family", "family", TEXT), Arg("--table", "table", TEXT),
+        Arg("--dry-run", "dry_run", FLAG), Arg("--report-only", "report_only", FLAG),
+        # these go on every run after the table's own overrides (from the export file)
+        Arg("overrides", "overrides", OVERRIDES, base=lambda a: _export_overrides(a.dir, a.file))),
     "sweep.report": (
         Arg("--experiment", "experiment", TEXT), Arg("--sweep-id", "sweep_id", TEXT),
         Arg("--hardware", "hardware", NAME), Arg("--spec", "spec", NAME),
@@ -106,7 +132,7 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
     "benchmarks/search_efficiency.py": (
         Arg("--seeds", "seeds", _int(1, 100_000, "seeds")), Arg("--hardware", "hardware", TEXT),
         Arg("--objective", "objective", TEXT),
-        Arg("--target", "target", Rule("enum", choices=("objective", "schedule", "max_load"))),
+        Arg("--target", "target", Rule("enum", choices=("objective", "schedule", "max_load", "per_load"))),
         Arg("--truth", "truth", Rule("enum", choices=("twin", "perturbed"))),
         Arg("--perturb-seed", "perturb_seed", _int(0, MAX_SEED, "seed")),
         Arg("--landscape", "landscape", Rule("file", fmt="text")),

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 from sweep.compose import input_files, storage_url
 from sweep.compose.checks import no_control_chars
 from sweep.compose.keys import (
+    MAX_CONCURRENCY,
     MAX_PORT,
     RULES,
     Rule,
@@ -449,6 +450,36 @@ def _as_cell(key: str, value: Any, rule: Rule) -> tuple[int, int]:
     return (int(_as_int(f"{key}[0]", value[0], rule)), int(_as_int(f"{key}[1]", value[1], rule)))
 
 
+def _as_per_load(key: str, value: Any, rule: Rule) -> tuple[tuple[int, int, int], ...]:
+    """``spec.per_load``: [from, to, budget] bands of batch sizes (in-flight requests), inclusive,
+    sorted, not overlapping, the first from 1 (every batch size has a budget: vLLM's rule too), a
+    budget in [0, ``rule.hi``] (0: no draft at that load), at least one budget above 0."""
+    shape = "a list of [from, to, budget] bands, e.g. [[1,1,8],[2,4,4],[5,256,0]]"
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(key, f"must be {shape}, got {_type_name(value)}")
+    if len(value) > 1024:
+        raise ConfigError(key, f"must have at most 1024 bands, got {len(value)}")
+    bands: list[tuple[int, int, int]] = []
+    for i, band in enumerate(value):
+        if not isinstance(band, (list, tuple)) or len(band) != 3:
+            raise ConfigError(f"{key}[{i}]", f"must be [from, to, budget], got {band!r}")
+        lo = _as_int(f"{key}[{i}][0]", band[0], Rule("int", 1, MAX_CONCURRENCY, what="in-flight requests"))
+        hi = _as_int(f"{key}[{i}][1]", band[1], Rule("int", 1, MAX_CONCURRENCY, what="in-flight requests"))
+        k = _as_int(f"{key}[{i}][2]", band[2], Rule("int", rule.lo or 0, rule.hi, what="draft tokens"))
+        if lo > hi:
+            raise ConfigError(f"{key}[{i}]", f"from {lo} is above to {hi}")
+        if bands and lo <= bands[-1][1]:
+            raise ConfigError(f"{key}[{i}]", f"[{lo}, {hi}] must start above the previous band's end "
+                              f"{bands[-1][1]} (bands sorted, not overlapping)")
+        bands.append((lo, hi, k))
+    if bands[0][0] != 1:
+        raise ConfigError(key, f"the first band must start at 1 (every batch size needs a budget), got "
+                          f"{bands[0][0]}")
+    if not any(k > 0 for _, _, k in bands):
+        raise ConfigError(key, "every budget is 0: that is spec=none (no draft at any load)")
+    return tuple(bands)
+
+
 def _as_ints(key: str, value: Any, rule: Rule) -> tuple[int, ...]:
     items = _list_of(_as_int, "integers")(key, value, rule)
     if not items:
@@ -586,6 +617,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "indir": _as_indir, "inputs": _list_of(_as_input, "files or directories"), "outfile": _as_outfile,
     "slo_limits": _list_of(_as_slo_limit, "LIMIT=MS"), "csv_ints": _as_csv_ints, "overrides": _as_overrides,
     "names": _list_of(_matching(_NAME, "a name (letters, digits, '.', '_', '+', '-')"), "names"),
+    "per_load": _as_per_load,
 }
 
 
@@ -753,7 +785,7 @@ def markdown() -> str:
              "sweeper passes its jobs (`sweep/compose/known_keys.py`).", "",
              "| key | kind | allowed | what |", "|---|---|---|---|"]
     for key, rule in RULES.items():
-        if rule.kind in ("int", "float", "ints", "floats"):
+        if rule.kind in ("int", "float", "ints", "floats", "per_load"):
             allowed = (f"{'> ' if rule.lo_open else ''}{_fmt(rule.lo)} .. {_fmt(rule.hi)}"
                        if rule.lo is not None and rule.hi is not None else "")
         elif rule.kind == "enum":

@@ -101,6 +101,7 @@ def compose(overrides: Sequence[str], *, hydra_config: bool = False) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    import sweep.compose.resolvers  # noqa: F401  (${sweep.*}: a sweeper space resolves some as it composes)
     from sweep.compose.group_defaults import implied
 
     try:

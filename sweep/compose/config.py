@@ -60,6 +60,8 @@ class Spec:
     render: Mapping[str, Any]
     # optional packages of the engine install the spec needs (spec=suffix: arctic-inference)
     requires: tuple[str, ...] = ()
+    # per-load speculation: (from, to, budget) bands of batch sizes (None: one budget at every load)
+    per_load: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,8 @@ class Server:
     # it (None: none); how a cell starts cold (sweep/bench/matrix.py, `cache` per cell)
     cache_kept: bool = True
     flush_path: str | None = "/flush_cache"
+    # why this server cannot run spec.per_load (None: the spec's render carries it)
+    per_load_refusal: str | None = None
     # server.port as configured, when the port was in use and the launch moved to the next
     # free one (server.port unset by the user; sweep/trial/port.py); None otherwise
     configured_port: int | None = None
@@ -206,9 +210,19 @@ def _spec(node: Mapping[str, Any]) -> Spec:
     # Rules between knobs (topk <= budget, ...) are the spec's declared `constraints`,
     # checked by build() once every value is typed (sweep/compose/constraints.py).
     check_synthetic(node, p, budget)
-    return Spec(algorithm=_v(node, p, "algorithm"), budget=budget, topk=topk, window=window, block=block,
+    algorithm = _v(node, p, "algorithm")
+    per_load = _v(node, p, "per_load")
+    if per_load is not None:
+        top = max(k for _, _, k in per_load)
+        if algorithm == "none":
+            raise ConfigError(f"{p}.per_load", "spec=none drafts nothing: per-load budgets need a speculative spec")
+        if budget != top:
+            raise ConfigError(f"{p}.budget", f"must be the largest budget of spec.per_load ({top}): the engine "
+                              f"drafts at most spec.budget tokens a step, got {budget} (set spec.budget={top})")
+    return Spec(algorithm=algorithm, budget=budget, topk=topk, window=window, block=block,
                 num_steps=_v(node, p, "num_steps"), draft_family=_v(node, p, "draft_family"),
-                render=dict(_v(node, p, "render", {})), requires=tuple(_v(node, p, "requires", ()) or ()))
+                render=dict(_v(node, p, "render", {})), requires=tuple(_v(node, p, "requires", ()) or ()),
+                per_load=per_load)
 
 
 def _model(node: Mapping[str, Any]) -> Model:
@@ -252,6 +266,7 @@ def _server(node: Mapping[str, Any]) -> Server:
         acceptance=checked_declaration(node.get("acceptance"), f"{p}.acceptance"),
         info_paths=_v(node, p, "info_paths") or ("/get_server_info", "/server_info"),
         install=dict(node["install"]) if isinstance(node.get("install"), Mapping) else None,
+        per_load_refusal=_v(node, p, "per_load_refusal") or None,
         cache_kept=bool(_v(cache, f"{p}.prefix_cache", "kept", True)),
         flush_path=_v(cache, f"{p}.prefix_cache", "flush_path", None),
     )
@@ -345,6 +360,14 @@ def _check_server_needs(server: Server, spec: Spec, model: Model, hardware: Hard
                           "(path of the draft model)")
 
 
+def _check_per_load(spec: Spec, server: Server) -> None:
+    """spec.per_load on a server that cannot switch the draft length by load: refused in one line
+    with the server's own reason (``server.per_load_refusal``), before anything starts."""
+    if spec.per_load is not None and server.per_load_refusal:
+        raise ConfigError("spec.per_load", f"server={server.name} cannot run per-load budgets: "
+                          f"{server.per_load_refusal}")
+
+
 def _check_requires(spec: Spec, server: Server, launcher: LauncherSettings) -> None:
     """A spec whose engine dependency did not build here is refused in one line (spec.requires)."""
     if not spec.requires or not server.install or launcher.name != "local":
@@ -403,6 +426,7 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
     server = _server(cfg["server"])
     launcher = launcher_settings(cfg["launcher"])
     workload = _workload(cfg["workload"], model.context_length, server.endpoint)
+    _check_per_load(spec, server)
     _check_server_needs(server, spec, model, hardware)
     _check_requires(spec, server, launcher)
     for group in ("objective", "mlflow"):
@@ -410,6 +434,10 @@ def build(cfg: Mapping[str, Any]) -> TrialConfig:
             raise ConfigError(group, "group is missing from the composed config")
     goal = objective(cfg["objective"])
     _objective_measured(goal, workload)
+    for name in goal.metrics or ():  # a per-load study's values name measured loads
+        if (m := re.match(r"^tok_s_at_c(\d+)$", name)) and int(m.group(1)) not in workload.concurrency:
+            raise ConfigError("objective.metrics", f"{name}: concurrency {m.group(1)} is not measured "
+                              f"(workload.concurrency {list(workload.concurrency)})")
     if workload.max_load.enabled and not goal.slo.active:
         raise ConfigError("objective.slo", "workload.max_load searches the highest load meeting a latency "
                           "SLO: set at least one limit, e.g. objective.slo.tpot_ms=50 (ttft_ms, tpot_ms, "

@@ -167,6 +167,9 @@ RULES: dict[str, Rule] = {
     "spec.ngram_n_match": _int(1, MAX_SPEC, "tokens"),
     "spec.synth_len": _num(1, MAX_SPEC + 1, "tokens per step"),
     "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
+    # per-load speculation: [from, to, budget] per band of in-flight requests (the engine's batch size),
+    # inclusive, sorted, the first from 1; budget 0 = no draft there (docs/vllm.md, "Per-load speculation")
+    "spec.per_load": Rule("per_load", 0, MAX_SPEC, what="[from, to, draft tokens] per band of batch sizes"),
     "spec.render": MAPPING,
     "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
     "spec.requires": Rule("strs"),     # optional engine packages (the install records them)
@@ -224,6 +227,8 @@ RULES: dict[str, Rule] = {
     "server.extra_args": Rule("strs"),
     "server.extra_env": MAPPING,
     "server.secret_flags": Rule("strs"),
+    # why spec.per_load cannot run on this server (null: the spec's render carries it), said in one line
+    "server.per_load_refusal": TEXT,
     "server.plumbing": MAPPING,       # launch flags/env that do not make another config (sweep/score/configs.py)
     "server.plumbing.args": Rule("strs"),
     "server.plumbing.env": Rule("strs"),
@@ -412,6 +417,7 @@ RULES: dict[str, Rule] = {
     "hydra.sweeper.quirks": _enum(*SWEEPER_QUIRKS),
     "hydra.sweeper.prescreen.top_k": _int(0, MAX_TRIALS, "configs run first"),
     "hydra.sweeper.prescreen.calibration": _file("calibration"),
+    "hydra.sweeper.verify_rounds": _int(0, 100, "rounds verifying a per-load study's table (0: print the command)"),
     "hydra.sweeper.pool.max_restarts": _int(0, 1000, "restarts per host"),
     "hydra.sweeper.pool.restart_wait_s": _num(0, 3600, "seconds"),
 }

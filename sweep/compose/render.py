@@ -6,7 +6,9 @@ No server flag is spelled here: every flag comes from the YAML
 
 * ``null`` or ``false`` -> the flag is dropped;
 * ``true`` -> a bare flag (``--trust-remote-code``);
-* a mapping -> one JSON argument (vLLM's ``--speculative-config``);
+* a mapping -> one JSON argument (vLLM's ``--speculative-config``); a key whose value is
+  ``null`` is left out of it, as a flag is (the engine's default: an unset knob such as
+  ``spec.per_load`` adds nothing to the launch, so the config stays the one it was);
 * a list -> the flag followed by each item;
 * anything else -> the flag followed by ``str(value)``.
 
@@ -52,7 +54,7 @@ def flags(mapping: Mapping[str, Any]) -> list[str]:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value

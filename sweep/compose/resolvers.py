@@ -8,8 +8,12 @@ lets YAML turn a number into a boolean flag (e.g. vLLM's
 boolean knob whose flag takes a value (SGLang's ``--cuda-graph-backend-decode
 disabled`` for ``server.disable_cuda_graph``); ``${sweep.csv:list}`` joins a
 list into one comma-separated argument (llama.cpp's ``P0,P1,...`` values), null
-stays null so the flag is dropped; ``${sweep.not:x}`` is true where ``x`` is false or null and
-null otherwise, for a negative flag (vLLM's ``--no-enable-prefix-caching``). ``${sweep.engines_dir:}`` and
+stays null so the flag is dropped; ``${sweep.json:x}`` is ``x`` as one compact JSON argument
+(a list of lists such as ``spec.per_load`` for the simulator's ``--sim-per-load``), null stays
+null; ``${sweep.tok_s_at:${workload.concurrency}}`` names a per-load study's metrics
+(``tok_s_at_c<N>``, one per concurrency: hydra/sweeper/space=per_load); ``${sweep.not:x}``
+is true where ``x`` is false or null and null otherwise, for a negative flag (vLLM's
+``--no-enable-prefix-caching``). ``${sweep.engines_dir:}`` and
 ``${sweep.cpu_target:}`` locate what ``python -m sweep.engines`` installs
 (:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
 model group its weights without a path spelled in Python. ``${sweep.objective:metric,metrics}``
@@ -22,7 +26,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from omegaconf import ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
 def register() -> None:
@@ -38,6 +42,10 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.not", _not)
     if not OmegaConf.has_resolver("sweep.csv"):
         OmegaConf.register_new_resolver("sweep.csv", _csv)
+    if not OmegaConf.has_resolver("sweep.tok_s_at"):
+        OmegaConf.register_new_resolver("sweep.tok_s_at", _tok_s_at)
+    if not OmegaConf.has_resolver("sweep.json"):
+        OmegaConf.register_new_resolver("sweep.json", _json)
     if not OmegaConf.has_resolver("sweep.engines_dir"):
         OmegaConf.register_new_resolver("sweep.engines_dir", lambda: str(_engine_paths.engines_dir()))
     if not OmegaConf.has_resolver("sweep.objective"):
@@ -70,6 +78,27 @@ def _csv(value: Any) -> str | None:
     if isinstance(value, (list, tuple, ListConfig)):
         return ",".join(_scalar(v) for v in value)
     return _scalar(value)
+
+
+def _tok_s_at(concurrency: Any) -> list[str] | None:
+    """``[tok_s_at_c1, tok_s_at_c4, ...]``: a per-load study's metrics, one per measured concurrency
+    (null while Hydra composes its own node without the app's keys)."""
+    if concurrency is None:
+        return None
+    if isinstance(concurrency, ListConfig):
+        concurrency = OmegaConf.to_container(concurrency, resolve=True)
+    values = concurrency if isinstance(concurrency, (list, tuple)) else [concurrency]
+    return [f"tok_s_at_c{int(c)}" for c in values]
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    import json
+
+    if isinstance(value, (ListConfig, DictConfig)):
+        value = OmegaConf.to_container(value, resolve=True)
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _scalar(value: Any) -> str:

@@ -10,6 +10,7 @@ place a default lives.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
@@ -116,9 +117,9 @@ def _metrics(node: Mapping[str, Any]) -> tuple[str, ...] | None:
     if not names:
         return None
     for name in names:
-        if name not in STUDY_METRICS:
-            raise ConfigError("objective.metrics", f"must name the trial's metrics ({', '.join(STUDY_METRICS)}), "
-                              f"got {name!r}")
+        if name not in STUDY_METRICS and not re.match(r"^tok_s_at_c[1-9]\d*$", str(name)):
+            raise ConfigError("objective.metrics", f"must name the trial's metrics ({', '.join(STUDY_METRICS)}, "
+                              f"or tok_s_at_c<N>: tok/s at concurrency N), got {name!r}")
     if len(names) < 2:
         raise ConfigError("objective.metrics", f"lists the values of a multi-objective study: two or more, "
                           f"got {list(names)} (one metric: objective.metric)")

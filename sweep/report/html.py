@@ -459,6 +459,23 @@ def _deployment(groups: Sequence[Group], colors: Colors) -> tuple[str, dict[int,
         return "", {}
 
 
+def _per_load(docs: Sequence[TrialResult], sources: Sequence[str] | None) -> str:
+    """Dynamic (per-load) configs checked against their family (sweep/report/verify.py); a bug there
+    costs that section, never the page."""
+    if not any(d.spec_value("per_load") for d in docs):
+        return ""
+    try:
+        from sweep.report.verify import verifications
+        from sweep.report.verify_view import html_section
+
+        return html_section(verifications(docs, sources))
+    except Exception as exc:  # noqa: BLE001
+        import logging
+
+        logging.getLogger(__name__).warning("report: per-load section skipped: %s", exc)
+        return ""
+
+
 def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | None = None,
            generated: dt.datetime | None = None) -> str:
     groups = build_groups(docs, sources)
@@ -468,6 +485,7 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
     colors = palette(groups)  # one colour per config on the whole page
     deployment, drawn = _deployment(groups, colors)
     body = "".join(_group(g, i, colors, drawn.get(i, (set(), False))) for i, g in enumerate(groups, 1))
+    per_load = _per_load(docs, sources)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -476,8 +494,9 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
             f'<p class="sub">{len(docs)} trials in {len(groups)} group(s) of comparable trials · generated {when}'
             + (' · <span class="pill sim">simulated results</span>' if sim else "")
             + f"<br>{nav}" + (' · <a href="#deployment">deployment</a>' if deployment else "")
+            + (' · <a href="#per-load">per-load speculation</a>' if per_load else "")
             + " · <a href=\"#failures\">failures</a> · <a href=\"#pruned\">pruned</a></p></header>"
-            f"{_cards(groups, docs)}{body}{deployment}"
+            f"{_cards(groups, docs)}{body}{deployment}{per_load}"
             + _not_finished(groups, ("failed", "interrupted", "running"), "failures",
                             "Failures and unfinished trials", "Every trial finished.")
             + _not_finished(groups, ("pruned",), "pruned", "Pruned trials (stopped early by the search)",

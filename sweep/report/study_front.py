@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sweep.report.compare import Group, Row
+from sweep.score.metrics import LOAD_METRIC, load_values
 
 # Every study metric is a rate or a count the user wants more of (sweep.compose.keys.STUDY_METRICS).
 DIRECTION = "maximize"
@@ -33,6 +34,8 @@ def values_of(row: Row, metrics: Sequence[str]) -> list[float] | None:
     out = []
     for m in metrics:
         v = row.metrics.get("tok_s_lowc" if m == "tok_s_c1" else m)
+        if v is None and LOAD_METRIC.match(m):
+            v = load_values(row.doc).get(m)
         if v is None:
             return None
         out.append(float(v))

@@ -193,6 +193,7 @@ SHORT = {
     "workload.request_rate": "rate", "workload.temperature": "temp", "workload.prompt_source": "prompts",
     "hardware.cpu.threads_bind": "bind", "hardware.cpu.dtype": "", "server.disable_cuda_graph": "nocg",
     "server.prefix_caching": "apc", "workload.flush_cache": "flush", "workload.ignore_eos": "eos",
+    "spec.per_load": "dyn",
 }
 # Keys whose differences never name a config (where things are, how they are reached or
 # described, what renders the knobs rather than the knobs themselves).
@@ -223,8 +224,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _bands(value: Any) -> str | None:
+    """``spec.per_load`` in a name: ``1:8,2-4:4,5-256:0`` (batch sizes : budget), None if not bands."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(b, (list, tuple)) and len(b) == 3 for b in value):
+        return None
+    return ",".join(f"{_fmt(lo)}{'' if lo == hi else f'-{_fmt(hi)}'}:{_fmt(k)}" for lo, hi, k in value)
+
+
 def _part(key: str, value: Any) -> str:
     short = SHORT.get(key)
+    if key == "spec.per_load" and _bands(value) is not None:
+        return f"{short}{_bands(value)}"
     if isinstance(value, bool) and short is not None:
         return short if value else f"no{short}"
     if short is not None:

@@ -19,6 +19,7 @@ and :func:`honest` read them right.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypeVar
 
@@ -201,6 +202,19 @@ def metrics(result: TrialResult) -> Metrics:
         goodput_tok_s=max(goodputs, default=None),
         max_load=max_load_of(result) if _correct(result) else None,
     )
+
+
+LOAD_METRIC = re.compile(r"^tok_s_at_c(\d+)$")  # a study metric per load: tok/s at that concurrency
+
+
+def load_values(result: TrialResult) -> dict[str, float]:
+    """``tok_s_at_c<N>``: output tok/s of each measured concurrency at the headline (shortest) context --
+    a multi-objective study's values per load (``objective.metrics``, the per-load search)."""
+    head = headline_cell(result.cells)
+    if head is None:
+        return {}
+    return {f"tok_s_at_c{c.concurrency}": float(c.output_tok_s) for c in ok_cells(result.cells)
+            if c.context == head.context and c.output_tok_s is not None and not c.load_search}
 
 
 def _correct(result: TrialResult) -> bool:

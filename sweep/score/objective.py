@@ -20,7 +20,7 @@ from typing import Any
 from sweep.compose.settings import METRIC_ALIASES, OBJECTIVE_METRICS, Objective
 from sweep.errors import ConfigError
 from sweep.record.result import Metrics, TrialResult
-from sweep.score.metrics import headline, honest, ok_cells
+from sweep.score.metrics import headline, honest, load_values, ok_cells
 from sweep.score.noise import objective_interval
 
 INFEASIBLE = 1e9  # a constraint that could not be measured, as a finite number for Optuna
@@ -110,6 +110,7 @@ def trial_return(result: TrialResult, objective: Objective, result_path: str) ->
     values = honest(result).to_dict()
     for old, new in METRIC_ALIASES.items():  # a sweeper's metric list may use the old name
         values[old] = values.get(new)
+    values.update(load_values(result))  # tok_s_at_c<N>: a per-load study's values
     out: dict[str, Any] = {
         "status": result.status, "values": values, "failure_reason":
         result.failure.reason if result.failure is not None else None,

@@ -107,7 +107,8 @@ def spec_from(ns: argparse.Namespace, env: Mapping[str, str], model: Mapping[str
 def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimArgs:
     """Parse argv (exits 2 with an argparse error on an unknown flag, like SGLang)."""
     env = os.environ if env is None else env
-    ns = build_parser().parse_args(list(argv))
+    parser = build_parser()
+    ns = parser.parse_args(list(argv))
     # SGLang 0.5.23 folds the deprecated boolean and the decode backend into one setting;
     # so does the simulator: an eager decode either way (its CUDA-graph quirk is in decode capture).
     ns.disable_cuda_graph = bool(ns.disable_cuda_graph or ns.cuda_graph_backend_decode == "disabled")
@@ -115,5 +116,20 @@ def parse(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimArgs:
     model = dict(ns.sim_model or {})
     model_path = ns.model_path
     served = ns.served_model_name or model_path
-    return SimArgs(ns=ns, hardware=hardware, model=model, spec=spec_from(ns, env, model),
+    spec = spec_from(ns, env, model)
+    if ns.sim_per_load is not None and spec["algorithm"] != "none":
+        spec["per_load"] = _per_load(ns.sim_per_load, parser)
+    return SimArgs(ns=ns, hardware=hardware, model=model, spec=spec,
                    served_model_name=served, model_path=model_path, argv=tuple(argv))
+
+
+def _per_load(value: Any, parser: argparse.ArgumentParser) -> list[list[int]]:
+    """--sim-per-load checked by the key's own rule (spec.per_load); a bad one is argparse's error, exit 2."""
+    from sweep.compose.bounds import check
+    from sweep.errors import ConfigError
+
+    try:
+        bands = check("spec.per_load", value)
+    except ConfigError as exc:
+        parser.error(f"argument --sim-per-load: {exc.message}")
+    return [list(b) for b in bands]

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from sweep.sim import perf
+from sweep.compose import per_load as _per_load
 from sweep.sim.noise import Drift
 
 SURVIVAL_REFRESH = 32  # answer tokens before acceptance is re-evaluated (drift, window)
@@ -51,6 +52,7 @@ class Request:
     finish_time: float = 0.0
     surv: tuple[float, ...] = ()
     surv_pos: int = -1               # answer position of the last acceptance refresh
+    surv_budget: int = -1            # the per-load budget ``surv`` was computed for
     rng: random.Random | None = None
     scale: float = 1.0
 
@@ -110,6 +112,9 @@ class Engine:
         self.shape = perf.shape_of(spec)
         self.family = self.shape.fam
         self.width = self.shape.width
+        # per-load speculation (spec.per_load): each decode step's budget from its batch size
+        self.bands = _per_load.bands_of(spec)
+        self._shapes: dict[int, Any] = {}
         self.time_scale = time_scale
         self.seed = seed
         self.max_running = max(1, max_running)
@@ -216,23 +221,35 @@ class Engine:
             else:
                 self.running.append(req)
 
+    def _step_shape(self, batch: int) -> tuple[Any, int]:
+        """The verify shape of a step decoding ``batch`` requests, and its budget (-1: no per-load bands)."""
+        if self.bands is None:
+            return self.shape, -1
+        budget = _per_load.budget_at(self.bands, batch)
+        shape = self._shapes.get(budget)
+        if shape is None:
+            shape = self._shapes[budget] = perf.shape_of(_per_load.spec_at(self.spec, budget))
+        return shape, budget
+
     async def _decode(self) -> None:
         batch = self.running
         ctx_sum = float(sum(r.context for r in batch))
         graph = not self.disable_cuda_graph and len(batch) <= self.cuda_graph_max_bs
-        ms = perf.step_ms(self.box, self.cal.values, self.shape, len(batch), ctx_sum, not graph)["total"]
+        shape, budget = self._step_shape(len(batch))
+        ms = perf.step_ms(self.box, self.cal.values, shape, len(batch), ctx_sum, not graph)["total"]
         ms *= self.drift.factor(ms)
         await self._advance(ms)
         st = self.stats
-        spec_on = self.family != "none"
+        spec_on = shape.fam != "none"
         for req in batch:
             if req.aborted:
                 continue
             if spec_on:
-                if req.surv_pos < 0 or req.pos - req.surv_pos >= SURVIVAL_REFRESH:
-                    scale = perf.p_scale(self.shape, self.cal.values, req.context, req.pos) * req.scale
-                    req.surv = perf.survival(self.shape, self.cal.values, round(scale, 5))
+                if req.surv_pos < 0 or req.pos - req.surv_pos >= SURVIVAL_REFRESH or req.surv_budget != budget:
+                    scale = perf.p_scale(shape, self.cal.values, req.context, req.pos) * req.scale
+                    req.surv = perf.survival(shape, self.cal.values, round(scale, 5))
                     req.surv_pos = req.pos
+                    req.surv_budget = budget
                 n = perf.draw_accepted(req.surv, req.rng.random())  # type: ignore[union-attr]
             else:
                 n = 1

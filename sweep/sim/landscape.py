@@ -295,6 +295,10 @@ def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
             "trial": {"name": str(run.get("name") or "?"), "hardware": str(hw.get("name") or "cpu"),
                       "spec": str(spec.get("algorithm") or "?"), "choices": dict(choices),
                       "sweep_id": f"{land.name}/round{run.get('round')}", "started": run.get("started"),
+                      # what ran it, on top of the recorder's own command line (not trial.overrides: a
+                      # landscape's round is not run again from here, sweep/decide.py)
+                      "landscape_overrides": [f"server={land.engine}", *[str(o) for o in cfg.get("overrides") or []],
+                                              f"workload={wname}"],
                       "finished": run.get("finished") or f"round{int(run.get('round') or 0):04d}"},
             "argv": list(run.get("argv") or []), "env": dict(run.get("env") or {}),
             "cells": [c.to_dict() for c in cells], "config": config,

@@ -25,6 +25,7 @@ from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 from sweep import errors
+from sweep.compose import per_load
 from sweep.sim import constants
 from sweep.sim.cells import cell
 from sweep.sim.constants import Calibration
@@ -77,23 +78,27 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False, level: 
         return out
     banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    bands = per_load.bands_of(spec)
     for ctx in workload["contexts"]:
         for conc in workload["concurrency"]:
             kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc),
                                   "max_tokens": int(workload["max_tokens"]),
                                   "requests": _requests(workload, int(conc)), "disable_cuda_graph": su["eager"],
                                   "max_running": su["max_running"]}
-            est = cell(box, su["values"], spec, **kw)
+            # per-load budgets (spec.per_load): the cell's concurrency is its steady-state batch size
+            at = spec if bands is None else per_load.spec_at(spec, per_load.budget_at(bands, int(conc)))
+            est = cell(box, su["values"], at, **kw)
             row = {"context": int(ctx), "concurrency": int(conc), "requests": kw["requests"],
                    "output_tok_s": est["tok_s"], "per_stream_tok_s": est["per_stream_tok_s"],
                    "ttft_ms_p50": est["ttft_ms"], "tpot_ms_p50": est["tpot_ms"], "e2e_ms_p50": est["e2e_ms"],
-                   "accept_len": est["accept_len"] if spec.get("algorithm") not in (None, "none") else None,
+                   "accept_len": est["accept_len"] if at.get("algorithm") not in (None, "none") else None,
                    "verify_width": est["verify_width"], "running": est["running"]}
             if band:
                 from sweep.sim.fit import band as sigma_band
 
-                def fn(values: Mapping[str, float], kw: dict[str, Any] = kw) -> tuple[float, float]:
-                    e = cell(box, constants.for_workload(values, su["workload"]), spec, **kw)
+                def fn(values: Mapping[str, float], kw: dict[str, Any] = kw,
+                       at: Mapping[str, Any] = at) -> tuple[float, float]:
+                    e = cell(box, constants.for_workload(values, su["workload"]), at, **kw)
                     return e["tok_s"], e["per_stream_tok_s"]
 
                 (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded, z, kind="output_tok_s")

@@ -81,10 +81,10 @@ def test_free_form_subtrees_say_what_checks_them() -> None:
 
 
 def test_a_new_key_without_a_rule_fails_this_test() -> None:
-    """The test's own check: a spec with a key nobody declared (spec.per_load) is found."""
-    tree = {"spec": {"algorithm": "ddtree", "budget": 8, "per_load": {"1": 8, "64": 2}},
+    """The test's own check: a spec with a key nobody declared (spec.by_batch) is found."""
+    tree = {"spec": {"algorithm": "ddtree", "budget": 8, "by_batch": {"1": 8, "64": 2}},
             "server": {"args": {"--anything": 1}}}
-    assert sorted(leaves(tree)) == ["spec.per_load.1", "spec.per_load.64"]
+    assert sorted(leaves(tree)) == ["spec.by_batch.1", "spec.by_batch.64"]
 
 
 def test_every_rule_with_a_pattern_resolves() -> None:

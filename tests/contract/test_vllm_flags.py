@@ -16,6 +16,14 @@ by its full name (argparse takes unambiguous prefixes); (b) parsing and
 config asked for (model, served name, context, eager mode, dtype, port, and
 every ``--speculative-config`` key). The checker itself must fail on an
 unknown flag, an unknown JSON key and a bad speculative value.
+
+Per-load speculation (``spec.per_load``, every spec with a vLLM form): the table
+rendered as ``num_speculative_tokens_per_batch_size`` is held by vLLM as given,
+and the dense batch size -> K lookup its scheduler builds from it at start (the
+call that validates the table, ``validate_and_normalize_dynamic_sd_schedule``)
+gives every batch size up to ``max_num_seqs`` the budget the simulator's twin
+gives it (:func:`sweep.compose.per_load.budget_at`); a table vLLM refuses (not
+starting at 1) is refused by the checker.
 """
 
 from __future__ import annotations
@@ -75,6 +83,12 @@ KNOBS = {
              "hardware.cpu.eager=false", "hardware.cpu.dtype=bfloat16", "hardware.cpu.kv_cache_gib=1",
              "server.seed=7"],
 }
+# A per-load table per spec (spec.budget = its largest budget), with a gap (3) and a tail (past 8).
+TABLE = [[1, 1, 4], [2, 2, 2], [4, 8, 1], [9, 16, 0]]
+PER_LOAD = {spec: ["spec.budget=4", f"spec.per_load={TABLE}".replace(" ", "")]
+            for spec in ("ngram", "llamacpp_ngram", "draft", "suffix", "eagle3", "synth")}
+PER_LOAD["dflash"] = ["spec.block=4", f"spec.per_load={TABLE}".replace(" ", "")]
+PER_LOAD["none"] = []  # refused (spec=none drafts nothing): tests/compose
 # The speculative-config keys of our YAML -> the SpeculativeConfig attribute vLLM keeps them in.
 SPEC_KEYS = {"method": "method", "model": "model", "num_speculative_tokens": "num_speculative_tokens",
              "prompt_lookup_max": "prompt_lookup_max", "prompt_lookup_min": "prompt_lookup_min",
@@ -83,7 +97,13 @@ SPEC_KEYS = {"method": "method", "model": "model", "num_speculative_tokens": "nu
              "suffix_decoding_min_token_prob": "suffix_decoding_min_token_prob",
              "suffix_decoding_max_cached_requests": "suffix_decoding_max_cached_requests",
              "rejection_sample_method": "rejection_sample_method",
-             "synthetic_acceptance_rates": "synthetic_acceptance_rates"}
+             "synthetic_acceptance_rates": "synthetic_acceptance_rates",
+             "num_speculative_tokens_per_batch_size": "num_speculative_tokens_per_batch_size"}
+VARIANTS = ("defaults", "knobs", "per_load")
+
+
+def overrides_of(spec: str, variant: str) -> list[str]:
+    return {"defaults": [], "knobs": KNOBS[spec], "per_load": PER_LOAD[spec]}[variant]
 
 
 def rendered(spec: str, *extra: str):
@@ -97,15 +117,15 @@ def rendered(spec: str, *extra: str):
     return cfg, render(cfg)
 
 
-def cases() -> list[tuple[str, bool]]:
-    return [(spec, knobs) for spec in SPECS for knobs in (False, True)]
+def cases() -> list[tuple[str, str]]:
+    return [(spec, v) for spec in SPECS for v in VARIANTS if v != "per_load" or PER_LOAD[spec]]
 
 
 @lru_cache(maxsize=1)
-def probed() -> dict[tuple[str, bool], dict]:
+def probed() -> dict[tuple[str, str], dict]:
     """Every case through vLLM at once (one interpreter start: importing vLLM takes a while)."""
     python = vllm_env.require()["server"]
-    launches = {case: rendered(case[0], *(KNOBS[case[0]] if case[1] else []))[1] for case in cases()}
+    launches = {case: rendered(case[0], *overrides_of(*case))[1] for case in cases()}
     return dict(zip(launches, run_probe([{"argv": list(la.args), "env": dict(la.env)}
                                           for la in launches.values()], python)))
 
@@ -128,14 +148,14 @@ def _flags(args) -> list[str]:
 
 def test_every_spec_of_ours_is_covered():
     assert set(SPECS) == {"ngram", "llamacpp_ngram", "draft", "suffix", "synth", "eagle3", "dflash", "none"}
-    assert set(KNOBS) == set(SPECS)
+    assert set(KNOBS) == set(SPECS) == set(PER_LOAD)
 
 
-@pytest.mark.parametrize("spec,knobs", cases(), ids=[f"{s}-{'knobs' if k else 'defaults'}" for s, k in cases()])
-def test_rendered_launch_passes_vllms_parser_and_config(spec: str, knobs: bool):
-    cfg, launch = rendered(spec, *(KNOBS[spec] if knobs else []))
+@pytest.mark.parametrize("spec,variant", cases(), ids=[f"{s}-{v}" for s, v in cases()])
+def test_rendered_launch_passes_vllms_parser_and_config(spec: str, variant: str):
+    cfg, launch = rendered(spec, *overrides_of(spec, variant))
     assert list(launch.executable[-2:]) == ["-m", "vllm.entrypoints.openai.api_server"]
-    got = probed()[(spec, knobs)]
+    got = probed()[(spec, variant)]
     unknown = sorted(set(_flags(launch.args)) - set(got["options"]))
     assert not unknown, f"not vLLM options (full names): {unknown}"
     assert got["parse_error"] is None, got["parse_error"]
@@ -157,9 +177,19 @@ def test_rendered_launch_passes_vllms_parser_and_config(spec: str, knobs: bool):
                 rates = parsed["speculative"]["synthetic_acceptance_rates"]
                 assert len(rates) == want["num_speculative_tokens"] and 1 + sum(rates) == pytest.approx(value)
             continue
-        if key == "synthetic_acceptance_rates" and value is None:
+        if value is None:  # not rendered (sweep/compose/render.py): vLLM keeps its default
+            assert f'"{key}"' not in launch.args[launch.args.index("--speculative-config") + 1]
             continue
         assert parsed["speculative"][SPEC_KEYS[key]] == value, (key, parsed["speculative"])
+    if variant == "per_load":
+        from sweep.compose.per_load import budget_at
+
+        assert parsed["speculative"]["num_speculative_tokens"] == max(k for _, _, k in TABLE)
+        lookup = got["per_batch_size"]  # vLLM's scheduler's own dense lookup, index = batch size
+        assert len(lookup) > 16 and lookup[1:17] == [4, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+        assert all(lookup[b] == budget_at(TABLE, b) for b in range(1, len(lookup))), lookup
+    else:
+        assert "per_batch_size" not in got
 
 
 def test_the_checker_really_rejects():
@@ -171,8 +201,12 @@ def test_the_checker_really_rejects():
     spec = json.loads(args[i + 1])
     bad_key = [*args[:i + 1], json.dumps({**spec, "prompt_lookup_maximum": 4}), *args[i + 2:]]
     bad_value = [*args[:i + 1], json.dumps({**spec, "prompt_lookup_min": 5, "prompt_lookup_max": 2}), *args[i + 2:]]
-    flag, key, value = run_probe([{"argv": [*args, "--no-such-flag"], "env": {}},
-                                  {"argv": bad_key, "env": {}}, {"argv": bad_value, "env": {}}], python)
+    bad_table = [*args[:i + 1], json.dumps({**spec, "num_speculative_tokens_per_batch_size": [[2, 4, 2]]}),
+                 *args[i + 2:]]
+    flag, key, value, table = run_probe([{"argv": [*args, "--no-such-flag"], "env": {}},
+                                         {"argv": bad_key, "env": {}}, {"argv": bad_value, "env": {}},
+                                         {"argv": bad_table, "env": {}}], python)
     assert "--no-such-flag" in (flag["parse_error"] or ""), flag
     assert key["parse_error"] is None and "prompt_lookup_maximum" in (key.get("config_error_full") or ""), key
     assert "prompt_lookup_min" in (value.get("config_error_full") or ""), value
+    assert "must start at 1" in (table.get("config_error_full") or ""), table

@@ -17,7 +17,14 @@ receives one JSON object per case:
   argparse also accepts unambiguous prefixes);
 * ``parsed``: the values that matter, as vLLM holds them (model, served name,
   max_model_len, enforce_eager, dtype, host, port, and the speculative config's
-  fields) when both steps passed.
+  fields) when both steps passed;
+* ``per_batch_size``: for a per-load table (``num_speculative_tokens_per_batch_size``),
+  the dense batch size -> K lookup vLLM's scheduler builds from it at start
+  (``build_dynamic_sd_schedule_lookup(table, max_num_seqs, num_speculative_tokens)``,
+  ``vllm/v1/core/sched/scheduler.py``; it validates the table with
+  ``validate_and_normalize_dynamic_sd_schedule``, which ``create_engine_config``
+  does not call): index i is the K of a step scheduling i requests; a table it
+  refuses is a ``config_error``.
 
 It imports nothing from specsweep.
 """
@@ -43,7 +50,7 @@ def _spec_fields(spec: object) -> dict[str, object] | None:
     keys = ("method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min",
             "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
             "suffix_decoding_min_token_prob", "suffix_decoding_max_cached_requests", "rejection_sample_method",
-            "synthetic_acceptance_rates", "synthetic_acceptance_length")
+            "synthetic_acceptance_rates", "synthetic_acceptance_length", "num_speculative_tokens_per_batch_size")
     return {k: getattr(spec, k, None) for k in keys}
 
 
@@ -74,6 +81,18 @@ def probe(case: dict, parser_factory) -> dict:
             out["config_error"] = _last_line(f"{type(exc).__name__}: {exc}") or traceback.format_exc(limit=1)
             out["config_error_full"] = f"{type(exc).__name__}: {exc}"[:2000]
             return out
+        spec = cfg.speculative_config
+        if spec is not None and spec.num_speculative_tokens_per_batch_size:
+            from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+            try:  # what the scheduler does with it at start (the engine core, before serving)
+                out["per_batch_size"] = build_dynamic_sd_schedule_lookup(
+                    spec.num_speculative_tokens_per_batch_size,
+                    vllm_max_batch_size=cfg.scheduler_config.max_num_seqs,
+                    vllm_num_speculative_tokens=spec.num_speculative_tokens)
+            except Exception as exc:  # noqa: BLE001 - vLLM's own refusal is the result
+                out["config_error"] = out["config_error_full"] = f"{type(exc).__name__}: {exc}"
+                return out
         mc = cfg.model_config
         out["parsed"] = {
             "model": mc.model, "served_model_name": mc.served_model_name, "max_model_len": mc.max_model_len,

@@ -271,6 +271,9 @@ def test_library_code_never_raises_system_exit_and_130_lives_in_errors() -> None
     ("sweep.calibrate", ["--box"], "error: --box: expected one argument"),
     ("sweep.engines", ["nope", "--x"], "error: --x: is no argument this command takes"),
     ("sweep.schedule", ["--dir", ".", "--percentile", "abc"], "error: --percentile: invalid float value: 'abc'"),
+    ("sweep.schedule", ["--dir", ".", "--family", "x"], "error: --family: only with --export"),
+    ("sweep.verify_dynamic", ["--dir", ".", "--rounds", "x"], "error: --rounds: invalid int value: 'x'"),
+    ("sweep.verify_dynamic", ["--dir", "."], "error: --dir: .: no dynamic-<engine>.yaml"),
     ("sweep.doctor", ["-x"], "error: -x: is no option of python -m sweep.doctor"),
     ("sweep", ["--info", "nope"], "error: --info: invalid choice: 'nope'"),
 ])

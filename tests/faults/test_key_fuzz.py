@@ -205,6 +205,11 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
         return st.one_of(st.sampled_from([q("a b"), q("x$(id)"), q("a;b"), "[a]"]), CONTROL)
     if kind == "sbatch_args":
         return st.sampled_from([f"[{q('--x y')}]", "[partition=gpu]", f"[{q('--wrap=$(id)')}]", "5", "{a: 1}"])
+    if kind == "cells":  # [context, concurrency] pairs
+        return st.sampled_from(["5", "abc", "{a: 1}", "[[1]]", "[[1,2,3]]", "[[0,1]]", "[[1,-1]]", "[[a,1]]"])
+    if kind == "per_load":  # [from, to, budget] bands: shape, range, order, start, all-zero
+        return st.sampled_from(["5", "abc", "{a: 1}", "[]", "[[1,2]]", "[[0,2,4]]", "[[1,2,-1]]", "[[1,2,100000]]",
+                                "[[2,4,4]]", "[[1,4,4],[3,8,2]]", "[[3,1,4]]", "[[1,4,0]]", "[[1,a,4]]"])
     if kind == "lines":
         return st.sampled_from(["{a: 1}", "[[a]]", "[{a: 1}]", f"[{q('a' + chr(0) + 'b')}]"])
     if kind == "cells":  # [[context, concurrency], ...]
@@ -373,10 +378,11 @@ def test_a_sample_through_the_real_cli(tmp_path: Path) -> None:
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = {"sweep.schedule": "sweep.schedule", "sweep.report": "sweep.report.__main__", "sweep.sync": "sweep.sync",
-            "sweep.calibrate": "sweep.calibrate", "sweep.engines": "sweep.engines.__main__"}
+            "sweep.calibrate": "sweep.calibrate", "sweep.engines": "sweep.engines.__main__",
+            "sweep.verify_dynamic": "sweep.verify_dynamic"}
 # what a command needs besides the fuzzed argument (a required positional, the sweep dir)
 NEEDS = {"sweep.schedule": ["--dir", str(FILES)], "sweep.sync": [str(FILES)], "sweep.calibrate": [str(FILES)],
-         "sweep.engines": ["llamacpp"]}
+         "sweep.engines": ["llamacpp"], "sweep.verify_dynamic": ["--dir", str(FILES)]}
 
 
 def _main_of(command: str) -> object:

@@ -54,3 +54,36 @@ def test_multi_objective_study_reports_its_pareto_set(tmp_path: Path) -> None:
     number = {str(Path(t.user_attrs["result_path"]).resolve()): t.number for t in study.trials
               if t.user_attrs.get("result_path") and "duplicate_of" not in t.user_attrs}
     assert {number[r.source] for r, _ in study_front(group)} == {p["trial"] for p in pareto}
+
+
+def test_per_load_study_searches_the_budget_per_load_and_ends_with_the_table(tmp_path: Path) -> None:
+    """hydra/sweeper/space=per_load: the budget only, one objective per load (tok_s_at_c<N> from
+    workload.concurrency); at its end the family's per-load table is derived from the sweep dir,
+    printed and written (dynamic-sim.yaml), and the command that verifies it is printed."""
+    storage = f"sqlite:///{tmp_path}/study.db"
+    sweep_dir = tmp_path / "sweep"
+    proc = subprocess.run([
+        sys.executable, "-m", "sweep", "-m", "hydra/sweeper=optuna", "hydra/sweeper/space=per_load",
+        "hydra.sweeper.n_trials=3", f"hydra.sweeper.storage={storage}", "hydra.sweeper.plots.enabled=false",
+        "spec.budget=choice(4,8)", "workload=smoke", "workload.concurrency=[1,8]", "workload.max_tokens=48",
+        "server.sim.load_seconds=0.2", "mlflow.enabled=false", f"server.port={free_port()}",
+        f"hydra.sweep.dir={sweep_dir}"], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    study = load(storage, "b300-ddtree-smoke-per-load")
+    assert study.metric_names == ["tok_s_at_c1", "tok_s_at_c8"] and len(study.directions) == 2
+    assert {t.params["spec.budget"] for t in study.trials} <= {4, 8} and set(study.best_trials[0].params) == {
+        "spec.budget"}
+    assert "per-load table: b300 (tp8) · kimi_k26 · smoke" in proc.stdout
+    assert f"verify it: python -m sweep.verify_dynamic --dir {sweep_dir} --rounds 3" in proc.stdout
+    doc = yaml.safe_load((sweep_dir / "dynamic-sim.yaml").read_text())
+    [table] = doc["tables"]
+    assert table["budgets"] == [4, 8] and [lv["load"] for lv in table["levels"]] == [1, 8]
+    assert table["per_load"] is None or table["per_load"][0][0] == 1
+
+
+def test_a_per_load_metric_names_a_measured_load(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "sweep", "objective.metrics=[tok_s_at_c1,tok_s_at_c3]",
+                           "workload=smoke", "workload.concurrency=[1,8]", "dry_run=true"], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "error: objective.metrics: tok_s_at_c3: concurrency 3 is not measured (workload.concurrency [1, 8])")
