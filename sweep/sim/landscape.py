@@ -62,11 +62,14 @@ class Landscape:
             raise LandscapeError(f"error: landscape {self.path}: point names unknown config {config_id!r}")
         if "_composed" not in cfg:
             cfg["_composed"] = dict(cfg.get("composed") or {}) or _compose(self, cfg)
+            if not cfg["_composed"].get("server"):  # recorded before configs kept their server node
+                cfg["_composed"]["server"] = _compose(self, {"overrides": []})["server"]
             machine_perf = (self.doc.get("machine") or {}).get("perf") or {}
-            if machine_perf:  # figures measured on the recording machine beat the YAML's
-                hw = dict(cfg["_composed"].get("hardware") or {})
-                hw["perf"] = {**(hw.get("perf") or {}), **machine_perf}
-                cfg["_composed"]["hardware"] = hw
+            hw = dict(cfg["_composed"].get("hardware") or {})
+            # the figures measured on the recording machine beat the YAML's, and a prediction of
+            # this landscape runs on them (not on a calibration's: hardware.perf.figures)
+            hw["perf"] = {**(hw.get("perf") or {}), **machine_perf, "figures": "config"}
+            cfg["_composed"]["hardware"] = hw
         return cfg["_composed"]
 
 
