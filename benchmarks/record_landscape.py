@@ -358,6 +358,9 @@ def main() -> int:
             eta = (time.time() - t0) / done * (total - done)
             print(f"[{done}/{total}] round {rnd} {cid}: {summary} (eta {eta / 60:.0f} min)", flush=True)
             land = assemble(args.engine, spec, configs, runs, composed_wl, machine, command)
+            # the command line every trial shared (a config's own overrides and workload=W come after):
+            # with a config's overrides, what python -m sweep.sim.predict takes to predict it again
+            land["base_overrides"] = secrets.mask_argv(base)
             land["duration_min"] = round((time.time() - t0) / 60, 1)
             tmp = out.with_suffix(".tmp")
             tmp.write_text(json.dumps(land, indent=1) + "\n")
