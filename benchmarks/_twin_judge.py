@@ -181,10 +181,17 @@ class ScheduleLevel:
     predicted: int                 # budget (0: the baseline)
     measured: list[int]            # the measured leader and those tied with it (the best alone when decided)
     state: str                     # the measured level's verdict
+    predicted_tied: list[int]      # the budgets the twin puts within the schedule's noise of its best
+    kept: float | None = None      # the predicted best's measured tok/s over the measured leader's
 
     @property
     def agrees(self) -> bool:
         return self.predicted in self.measured
+
+    @property
+    def decided(self) -> bool:
+        """The measurement separated a best (a level every budget ties says little)."""
+        return self.state == "decided"
 
 
 @dataclass
@@ -194,6 +201,7 @@ class ScheduleJudgement:
     measured_cells: int
     family: list[tuple[int, str]]
     hours: dict[str, float]
+    margin: float                  # the schedule's tie rule for the landscape's rounds and noise (log)
 
     @property
     def agreement(self) -> float:
@@ -254,6 +262,12 @@ def schedule_agreement(path: Path, *, family: Sequence[str] | None = None, measu
             doc.metrics = metrics(doc)
             docs.append(doc)
     schedules = build_schedules(docs)
+    from sweep.sim.crossover import tie_margin
+    from sweep.sim.scatter import measured_noise
+
+    noise = {k: v for (_, k), v in measured_noise(M.landscape_points(path)).items()}.get("output_tok_s")
+    rounds = min((len(p.runs) for p in points if p.kind == "output_tok_s"), default=1)
+    margin = tie_margin(noise, rounds) if noise else 0.0
     for wname, wl in (land.doc.get("workloads") or {}).items():
         configs = {}
         for b, cid in ids.items():
@@ -278,15 +292,18 @@ def schedule_agreement(path: Path, *, family: Sequence[str] | None = None, measu
                     continue
                 meas = [_budget_of_doc(lv.best.row.doc)] if lv.best is not None else \
                     [_budget_of_doc(e.row.doc) for e in [lv.leader, *lv.tied]]
-                levels.append(ScheduleLevel(wname, sched.context, lv.load, p.best, meas, lv.state))
+                got_tok = {_budget_of_doc(e.row.doc): e.tok_s for e in lv.entries}
+                kept = got_tok[p.best] / lv.leader.tok_s if p.best in got_tok and lv.leader.tok_s else None
+                levels.append(ScheduleLevel(wname, sched.context, lv.load, p.best, meas, lv.state, p.tied(margin),
+                                            kept))
             loads = [lv.load for lv in sched.levels]
-            m_stop, p_stop = sched.speculation_stops_paying, fam.stops_paying
+            m_stop, p_stop = sched.speculation_stops_paying, fam.stops_paying_within(margin)
             idx = {x: i for i, x in enumerate(loads)}
             mi = idx.get(m_stop, len(loads)) if m_stop is not None else len(loads)
             pi = idx.get(p_stop, len(loads)) if p_stop is not None else len(loads)
             crossover.append((wname, p_stop, m_stop, abs(mi - pi) <= 1))
     return ScheduleJudgement(levels, crossover, len({(p.config, p.workload, p.context, p.concurrency) for p in points}),
-                             members, hours)
+                             members, hours, margin)
 
 
 def _cells_of(cfg: Mapping[str, Any], cal: Any, prof: Any, model: str) -> list[dict[str, Any]]:

@@ -214,13 +214,23 @@ def landscape(path: Path, level: float, detail: bool, *, schedule: bool = True) 
             print(f"per-load schedule: not judged ({exc or 'no baseline or family'})")
         else:
             agree = sum(lv.agrees for lv in got.levels)
+            decided = [lv for lv in got.levels if lv.decided]
+            kept = [lv.kept for lv in got.levels if lv.kept is not None] or [float("nan")]
             print(f"per-load schedule of {', '.join(c for _, c in got.family)} from spec=none and "
                   f"{got.family[-1][1]} measured ({got.measured_cells} cells, every round): predicted best is the "
-                  f"measured best or tied with it at {agree} of {len(got.levels)} levels")
+                  f"measured best or tied with it at {agree} of {len(got.levels)} levels "
+                  f"({sum(lv.agrees for lv in decided)} of the {len(decided)} the measurement decided); run as "
+                  f"predicted, the box keeps {100 * min(kept):.0f}-{100 * max(kept):.0f}% of the measured leader's "
+                  f"tok/s (median {100 * statistics.median(kept):.0f}%)")
+
+            def name(b: int) -> str:
+                return f"b{b}" if b else "none"
+
             for lv in got.levels:
-                print(f"  {lv.workload} ctx {lv.context} load {lv.load:g}: predicted "
-                      f"{'b' + str(lv.predicted) if lv.predicted else 'none'}, measured "
-                      f"{'/'.join('b' + str(b) if b else 'none' for b in lv.measured)} ({lv.state})"
+                print(f"  {lv.workload} ctx {lv.context} load {lv.load:g}: predicted {name(lv.predicted)} "
+                      f"(within noise: {'/'.join(map(name, lv.predicted_tied))}), measured "
+                      f"{'/'.join(map(name, lv.measured))} ({lv.state}); keeps "
+                      f"{100 * lv.kept if lv.kept is not None else float('nan'):.0f}%"
                       f"{'' if lv.agrees else '  <- differs'}")
             for wname, pred, meas, ok in got.crossover:
                 print(f"  {wname}: speculation stops paying at load {pred} predicted, {meas} measured "

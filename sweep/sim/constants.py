@@ -153,16 +153,15 @@ class Calibration:
         mean of ``repeats`` runs: the model's error and that measurement's noise, in quadrature.
         ``kind`` is a kind of point, or ``accept_len:<family>`` (accept lengths by drafter family;
         the kind's own entry where the family has none). The noise is the calibration's measured one,
-        else ``noise`` (the box's declared spread), else the prior's; a calibration without the split
-        (older files) gives its residual scatter."""
-        model = dict(self.model_by_kind)
+        else ``noise`` (the box's declared spread), else the prior's. The model's error is the fitted
+        one, else (too few points to tell it from the noise: one PCIe point) the residual scatter,
+        and never less than ``structure`` (what the fixed structure's uncertainty does to this figure)."""
         base = (kind or "").split(":", 1)[0]
-        if not model:
-            return self.residual(base)
+        model = dict(self.model_by_kind)
         measured = dict(self.noise_by_kind)
         table = priors()["noise"]
         one = measured.get(kind or "") or measured.get(base) or noise or float(table.get(base, table["tok_s"]))
-        err = model.get(kind or "", model.get(base, self.residual(base)))  # a kind never fitted: its scatter
+        err = model.get(kind or "", model.get(base, self.residual(base)))
         err = max(err, structure)
         return math.sqrt(err ** 2 + one ** 2 / max(1, int(repeats)))
 

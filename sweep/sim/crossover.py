@@ -56,6 +56,22 @@ class Level:
         base = self.tok_s.get(0)
         return self.tok_s[self.best][0] / base[0] if base and base[0] > 0 else None
 
+    def tied(self, margin: float) -> list[int]:
+        """The budgets a measurement could not tell from the best: within ``margin`` (log) of it."""
+        top = self.tok_s[self.best][0]
+        return sorted(b for b, v in self.tok_s.items() if v[0] > 0 and math.log(top / v[0]) <= margin)
+
+
+def tie_margin(noise: float, repeats: int) -> float:
+    """How far apart (log) two configs' predicted tok/s must be for ``repeats`` runs of each to tell
+    them apart with the schedule's rule (their 95% t-intervals do not overlap: sweep.score.noise),
+    one run scattering ``noise`` (log sd). A single run cannot tell anything apart: infinite."""
+    from sweep.stats import t975
+
+    if repeats < 2:
+        return float("inf")
+    return 2.0 * t975(repeats - 1) * noise / math.sqrt(repeats)
+
 
 @dataclass
 class Family:
@@ -67,9 +83,14 @@ class Family:
     @property
     def stops_paying(self) -> int | None:
         """The lowest load from which on the baseline is predicted best at every load (None: never)."""
+        return self.stops_paying_within(0.0)
+
+    def stops_paying_within(self, margin: float) -> int | None:
+        """The lowest load from which on the baseline is predicted best or within ``margin`` (log) of
+        the best at every load -- where measuring could not show speculation paying (None: never)."""
         out = None
         for lv in reversed(self.levels):
-            if lv.best != 0:
+            if 0 not in lv.tied(margin):
                 break
             out = lv.load
         return out

@@ -326,7 +326,7 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
     uncertainty does to this figure (``structure_sd`` in priors.yaml: where it was not); and the
     noise of the measurement itself, one run's measured spread over ``repeats`` (``noise``, per
     output: the box's declared spread where the calibration measured none). A calibration without
-    the split (older files) adds its residual scatter instead of the last two.
+    the split (one point on its box) takes its residual scatter as the model's error.
     """
     values = [float(v) for v in point_fn(cal.values)]
     kinds = [kind] * len(values) if kind is None or isinstance(kind, str) else list(kind)
@@ -345,7 +345,7 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
             if u > 0 and d > 0:
                 grad[i, j] = (math.log(u) - math.log(d)) / (2 * STEP)
     structure = np.zeros(len(values))
-    if cal.model_by_kind:  # a calibration with the split: the structure's share of the model error
+    if cal.calibrated:  # the priors' own band already spans what nothing pinned
         for name, sd in (K.priors().get("structure_sd") or {}).items():
             v = cal.values.get(name)
             if not v or v <= 0:

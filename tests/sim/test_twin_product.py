@@ -152,10 +152,10 @@ def test_held_out_bands_cover_about_what_they_claim() -> None:
 
     points = measured.landscape_points(LLAMA)
     report = heldout.evaluate(points, [s for s in heldout.splits(points) if s.group == "locco"])
-    for kind in ("output_tok_s", "ttft_ms", "accept_len"):
+    for kind, most in (("output_tok_s", 18.0), ("ttft_ms", 25.0), ("accept_len", 6.0)):
         outs = report.select("locco", kind)
         med, cov, n = heldout.Report.summary(outs)
-        assert n >= 50 and 70 <= cov <= 90, (kind, cov, n)
+        assert n >= 50 and 70 <= cov <= 90 and med < most, (kind, cov, n, med)
     assert heldout.Report.width(report.select("locco", "output_tok_s")) < 2.2
 
 
@@ -225,3 +225,25 @@ def test_the_served_dtype_is_what_streams() -> None:
     assert shape(auto)["dense_bytes"] == shape(bf16)["dense_bytes"]  # auto: the checkpoint's own
     assert shape(fp32)["dense_bytes"] > 5 * shape(cfg["model"])["dense_bytes"]  # the GGUF's size
     assert copy.deepcopy(cfg["model"]) == cfg["model"]
+
+
+def test_the_per_load_schedule_from_two_measured_configs_agrees_with_the_measured_one() -> None:
+    """The re-recorded vLLM landscape: fitted on spec=none and n-gram budget 8 alone (16 cells, every
+    round) with budget 8's per-position acceptance carried to 1, 2 and 4, the twin's best budget per
+    load is the measured best or tied with it (sweep.report.schedule over the landscape's rounds,
+    as python -m sweep.schedule --dir reads it) at most levels, run as predicted the box keeps most
+    of the measured leader's tok/s, where speculation stops paying lands within one load step, and
+    the pre-screen costs a fraction of measuring the table."""
+    import _twin_judge as judge
+
+    got = judge.schedule_agreement(LANDS / "vllm-cpu-smollm2.json")
+    assert got.measured_cells == 16 and [b for b, _ in got.family] == [1, 2, 4, 8]
+    assert len(got.levels) == 8  # edit and prose, loads 1, 2, 4, 8
+    assert got.agreement >= SCHEDULE_AGREEMENT, [(lv.workload, lv.load, lv.predicted, lv.measured) for lv in got.levels]
+    kept = sorted(lv.kept for lv in got.levels if lv.kept is not None)
+    assert kept[0] >= SCHEDULE_KEPT, kept
+    assert all(ok for *_, ok in got.crossover), got.crossover
+    assert got.hours["prescreen"] < 0.5 * got.hours["full_table"]
+
+
+SCHEDULE_AGREEMENT, SCHEDULE_KEPT = 0.75, 0.85  # docs/simulator.md, "The per-load schedule"
