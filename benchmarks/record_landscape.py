@@ -402,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
             eta = (time.time() - t0) / done * (total - done)
             print(f"[{done}/{total}] round {rnd} {cid}: {said} (eta {eta / 60:.0f} min)", flush=True)
             land = assemble(args.engine, spec, configs, runs, composed_wl, machine, command)
+            # the command line every trial shared (a config's own overrides and workload=W come after):
+            # with a config's overrides, what python -m sweep.sim.predict takes to predict it again
+            land["base_overrides"] = secrets.mask_argv(base)
             land["duration_min"] = round((time.time() - t0) / 60, 1)
             write_landscape(out, land, argv=sys.argv)  # masked where it leaves: a secret of the command line too
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")

@@ -1,6 +1,7 @@
 """Fidelity of the calibrated simulator (the twin), judged on points it was not fitted to.
 
-Two parts:
+Every figure is what ``sweep.sim.predict`` gives -- the code a user runs -- from a composed
+config and a calibration (benchmarks/_twin_judge.py, sweep/sim/heldout.py):
 
 1. **The article's points** (benchmarks/measured/: the figures of one article,
    Kimi K2.6 on B300 and one PCIe point): leave one out -- fit the twin on all
@@ -8,21 +9,32 @@ Two parts:
    it. A point that is its box's only measurement is predicted with that box's
    constants at their priors (uncalibrated physics) and the model constants
    fitted on the rest. Before it: each measured coding eval beside the full
-   fit's prediction at the simulator's answer lengths.
+   fit's prediction at the simulator's answer lengths. After it: the 80% bands
+   ``predict`` prints on the article's boxes where nothing we see was measured
+   (the held-back figures' yardstick), with an open layout assumption's alternative.
 2. **Recorded real landscapes** (``--landscape FILE``; default every file in
-   benchmarks/measured/landscapes/): held-out splits (sweep/sim/heldout.py) --
-   leave one config out, leave one concurrency out, fit on the lowest
-   concurrency only, fit on half the configs. Per split family: the median
-   |error| of the held-out tok/s and accept lengths, and the **coverage** of the
-   printed prediction bands (the share of held-out points inside their 80%
-   interval; an honest band holds about 80%).
+   benchmarks/measured/landscapes/), each:
+   * the measured noise of one run (the rounds);
+   * ``python -m sweep.sim.predict`` composed from the recorder's command line with the
+     shipped calibration, cell by cell (tok/s, TTFT, accept |error|; the bands for one run
+     against each round);
+   * in-sample and held-out splits (leave one config out, leave one concurrency out, fit the
+     lowest concurrency only, fit half the configs): per kind of figure the median |error|, the
+     **coverage** of the 80% bands (an honest band holds about 80%) and their median width
+     (high / low);
+   * the accept length of budgets not measured, from each family's largest budget's per-position
+     acceptance (span and truncate carry-over; sweep/sim/budgets.py);
+   * the per-load schedule of the largest family predicted from spec=none and its largest budget
+     measured (sweep/sim/crossover.py) against the measured schedule (``sweep.report.schedule``
+     over the rounds): the levels where the predicted best is the measured best or tied with it,
+     where speculation stops paying, GPU-hours.
 
-Last line (leave-one-config-out and leave-one-concurrency-out pooled, both kinds of point):
+Last line (leave-one-config-out and leave-one-concurrency-out pooled, every kind of figure):
 
     held-out: median |error| X%, coverage Y%
 
     python benchmarks/sim_fidelity.py [--measured benchmarks/measured] [--landscape FILE ...]
-        [--level 0.8] [--no-article] [--detail]
+        [--level 0.8] [--no-article] [--no-schedule] [--detail]
 """
 
 from __future__ import annotations
@@ -115,50 +127,146 @@ def article(measured: Path) -> tuple[float, float] | None:
     return statistics.median(errors), max(errors)
 
 
-GROUPS = {"loco": "leave one config out", "locco": "leave one concurrency out",
-          "one_concurrency": "fit the lowest concurrency only", "half_configs": "fit half the configs"}
+GROUPS = {"in_sample": "in-sample (the full fit)", "loco": "leave one config out",
+          "locco": "leave one concurrency out", "one_concurrency": "fit the lowest concurrency only",
+          "half_configs": "fit half the configs"}
+KINDS = (("output_tok_s", "tok/s"), ("ttft_ms", "TTFT"), ("accept_len", "accept"))
 
 
-def landscape(path: Path, level: float, detail: bool) -> list:
-    """Held-out splits of one recorded landscape; returns the LOCO + LOCCO outcomes."""
-    from sweep.sim.heldout import Report, evaluate, splits
+def _figures(outs: list) -> str:
+    """|err| / coverage / band width of each kind of figure among these outcomes."""
+    from sweep.sim.heldout import Report
+
+    parts = []
+    for kind, _ in KINDS:
+        sel = [o for o in outs if o.point.kind == kind]
+        if not sel:
+            parts.append(f"{'-':>7} {'-':>5} {'-':>6}")
+            continue
+        med, cov, _ = Report.summary(sel)
+        parts.append(f"{med:>6.1f}% {cov:>4.0f}% {Report.width(sel):>5.2f}x")
+    return "   ".join(parts)
+
+
+def landscape(path: Path, level: float, detail: bool, *, schedule: bool = True) -> list:
+    """One recorded landscape, every figure through ``sweep.sim.predict`` (benchmarks/_twin_judge.py):
+    the user's command line with the shipped calibration, in-sample and held-out splits (tok/s,
+    TTFT, accept length: median |error|, the 80% bands' coverage and width), the acceptance of
+    budgets not measured, the per-load schedule from a few measured points. Returns the LOCO +
+    LOCCO outcomes."""
+    import _twin_judge as judge
+
+    from sweep.sim.fit import fit
+    from sweep.sim.scatter import measured_noise
+    from sweep.sim.heldout import evaluate, in_sample, splits
     from sweep.sim.landscape import load as load_landscape
     from sweep.sim.measured import landscape_points
 
     land = load_landscape(path)
     points = landscape_points(path)
-    noise = [p for p in points if p.kind == "output_tok_s" and len(p.runs) > 1]
     print(f"\n== landscape {path.name}: {land.engine} on {land.doc.get('hardware')}, "
           f"{len(land.configs)} configs, {len(points)} points "
-          f"({sum(p.kind == 'output_tok_s' for p in points)} tok/s, {sum(p.kind == 'accept_len' for p in points)} "
-          f"accept lengths); recorded: {land.doc.get('command')}")
+          + ", ".join(f"{sum(p.kind == k for p in points)} {name}" for k, name in KINDS)
+          + f"; recorded: {land.doc.get('command')}")
+    noise = measured_noise(points)
     if noise:
-        from sweep.sim.landscape import run_sd
-
-        sds = [run_sd(p.runs) or 0.0 for p in noise]
-        print(f"measured noise: run-to-run sd of tok/s {100 * statistics.median(sds):.1f}% median, "
-              f"{100 * max(sds):.1f}% max over {len(noise)} points ({len(noise[0].runs)} rounds each)")
+        print("measured noise of ONE run (log sd, robust over the points' rounds): "
+              + ", ".join(f"{k} {100 * v:.1f}%" for (_, k), v in sorted(noise.items())))
+    # the user's path: the command line a user types, the box's shipped calibration
+    user = judge.user_table(path)
+    widths = sorted(c.band[1] / c.band[0] for c in user)
+    print(f"python -m sweep.sim.predict (the recorder's overrides + the landscape's workload, shipped calibration), "
+          f"{len(user)} cells: tok/s |err| {judge.median_error(user, 'output_tok_s'):.1f}%, TTFT "
+          f"{judge.median_error(user, 'ttft_ms_p50'):.1f}%, accept {judge.median_error(user, 'accept_len'):.1f}%; "
+          f"80% tok/s bands for one run cover {100 * judge.coverage(user):.0f}% of the rounds, median width "
+          f"{widths[len(widths) // 2] if widths else float('nan'):.2f}x")
     t0 = time.perf_counter()
-    report = evaluate(points, splits(points), level=level,
+    full = fit(points)
+    report = evaluate(points, splits(points), level=level, full=full,
                       progress=lambda name: print(f"  fitting without {name} ...", end="\r", flush=True))
+    report.outcomes += in_sample(points, lambda p: full.calibrations.get(p.box), level=level).outcomes
     print(f"{report.fits} fits in {time.perf_counter() - t0:.0f} s" + " " * 30)
-    print(f"{'split':<34} {'n':>4} {'tok/s |err|':>12} {'accept |err|':>13} {'coverage':>9}")
+    head = "   ".join(f"{name + ' |err| cov width':>20}" for _, name in KINDS)
+    print(f"{'split':<34} {'n':>4}   {head}")
     for group, title in GROUPS.items():
         outs = report.select(group)
-        if not outs:
-            continue
-        tok = Report.summary(report.select(group, "output_tok_s"))
-        acc = Report.summary(report.select(group, "accept_len"))
-        _, cov, n = Report.summary(outs)
-        acc_s = f"{acc[0]:>12.1f}%" if acc[2] else f"{'-':>13}"
-        print(f"{title:<34} {n:>4} {tok[0]:>11.1f}% {acc_s} {cov:>8.0f}%")
+        if outs:
+            print(f"{title:<34} {len(outs):>4}   {_figures(outs)}")
     if detail:
         print(f"\n{'held-out point (leave one config out)':<44} {'measured':>9} {'predicted':>9} {'error':>7}  "
               f"{int(100 * level)}% band")
         for o in report.select("loco"):
             print(f"{o.point.label:<44} {o.point.measured:>9.2f} {o.predicted:>9.2f} {100 * o.error:>+6.1f}%  "
                   f"[{o.low:.2f}, {o.high:.2f}]{'' if o.inside else '  outside'}")
+    for model in ("span", "truncate"):
+        rows = judge.acceptance_rows(path, model)
+        if not rows:
+            break
+        by = {how: [abs(r.error) for r in rows if r.how == how] for how in ("budget", "load")}
+        print(f"accept length of budgets not measured ({model}: per-position acceptance of each family's largest "
+              f"budget): {len(by['budget'])} cells |err| {100 * statistics.median(by['budget']):.1f}% median, "
+              f"{100 * statistics.fmean(by['budget']):.1f}% mean; at other loads from the lowest load's cell: "
+              f"{len(by['load'])} cells {100 * statistics.median(by['load']) if by['load'] else float('nan'):.1f}%")
+    if schedule:
+        try:
+            got = judge.schedule_agreement(path)
+        except (StopIteration, ValueError) as exc:
+            print(f"per-load schedule: not judged ({exc or 'no baseline or family'})")
+        else:
+            agree = sum(lv.agrees for lv in got.levels)
+            decided = [lv for lv in got.levels if lv.decided]
+            kept = [lv.kept for lv in got.levels if lv.kept is not None] or [float("nan")]
+            print(f"per-load schedule of {', '.join(c for _, c in got.family)} from spec=none and "
+                  f"{got.family[-1][1]} measured ({got.measured_cells} cells, every round): predicted best is the "
+                  f"measured best or tied with it at {agree} of {len(got.levels)} levels "
+                  f"({sum(lv.agrees for lv in decided)} of the {len(decided)} the measurement decided); run as "
+                  f"predicted, the box keeps {100 * min(kept):.0f}-{100 * max(kept):.0f}% of the measured leader's "
+                  f"tok/s (median {100 * statistics.median(kept):.0f}%)")
+
+            def name(b: int) -> str:
+                return f"b{b}" if b else "none"
+
+            for lv in got.levels:
+                print(f"  {lv.workload} ctx {lv.context} load {lv.load:g}: predicted {name(lv.predicted)} "
+                      f"(within noise: {'/'.join(map(name, lv.predicted_tied))}), measured "
+                      f"{'/'.join(map(name, lv.measured))} ({lv.state}); keeps "
+                      f"{100 * lv.kept if lv.kept is not None else float('nan'):.0f}%"
+                      f"{'' if lv.agrees else '  <- differs'}")
+            for wname, pred, meas, ok in got.crossover:
+                print(f"  {wname}: speculation stops paying at load {pred} predicted, {meas} measured "
+                      f"({'within one load step' if ok else 'MORE than one load step apart'})")
+            print(f"  GPU-hours (this box: 1 'GPU'): the whole table measured (3 rounds) "
+                  f"{got.hours['full_table']:.2f}, the pre-screen's measurements {got.hours['prescreen']:.2f}")
     return report.select("loco") + report.select("locco")
+
+
+# The article's boxes where it measured nothing we see: the layouts and loads its held-back
+# figures could be (figures.md keeps them back to judge the twin on).
+GPU_GRID = (("b300", (1, 8, 64, 256)), ("pro6000_tp8", (1, 8, 64, 256)), ("pro6000_ep4", (1, 8, 64, 256)),
+            ("pro6000_ep8", (1, 8, 64, 256)), ("h200", (1, 8)))
+
+
+def gpu_bands(level: float) -> None:
+    """What ``python -m sweep.sim.predict hardware=<box>`` prints on the article's boxes (DDTree
+    b8/t4/w2048, context 60, 512 tokens): the prediction, its band for one run and how wide it is,
+    and an open layout assumption's alternative -- the yardstick the held-back figures are judged on."""
+    from sweep.compose.cmdline import compose
+    from sweep.compose.config import from_omegaconf
+    from sweep.sim.predict import predict
+
+    print(f"\n== the article's boxes: {int(100 * level)}% bands of python -m sweep.sim.predict (DDTree b8/t4/w2048, "
+          "ctx 60, 512 tokens, one run)")
+    print(f"{'box':<13} {'C':>4} {'tok/s':>9} {'band':>19} {'width':>6}  open assumption")
+    for box, loads in GPU_GRID:
+        got = predict(from_omegaconf(compose([f"hardware={box}", "workload.contexts=[60]",
+                                              f"workload.concurrency=[{','.join(map(str, loads))}]",
+                                              "workload.coding=off"])), band=True, level=level)
+        alt = (got.get("assumptions") or [{}])[0]
+        for i, c in enumerate(got["cells"]):
+            other = f"{alt['alternative'].split(' (')[0]}: {alt['output_tok_s'][i]:,.1f}" if alt else "-"
+            band = f"[{c['output_tok_s_low']:,.1f}-{c['output_tok_s_high']:,.1f}]"
+            print(f"{box:<13} {c['concurrency']:>4} {c['output_tok_s']:>9,.1f} {band:>19} "
+                  f"{c['output_tok_s_high'] / c['output_tok_s_low']:>5.2f}x  {other}")
 
 
 def main() -> int:
@@ -170,6 +278,7 @@ def main() -> int:
     p.add_argument("--level", type=float, default=0.8, help="the prediction bands' level (default 0.8)")
     p.add_argument("--no-article", action="store_true", help="skip the article's leave-one-out")
     p.add_argument("--detail", action="store_true", help="every left-out config's points")
+    p.add_argument("--no-schedule", action="store_true", help="skip the predicted per-load schedules")
     args = p.parse_args()
     if not 0 < args.level < 1:
         print("error: --level: must be in (0, 1)", file=sys.stderr)
@@ -181,6 +290,7 @@ def main() -> int:
             return 2
     if not args.no_article:
         article(args.measured)
+        gpu_bands(args.level)
     from sweep.errors import ConfigError
     from sweep.readback import Invalid, Skipped
     from sweep.sim.landscape import LandscapeError
@@ -189,7 +299,7 @@ def main() -> int:
     skipped = Skipped()  # a landscape that is not one: one line on stderr, the others judged, exit 1
     for f in files:
         try:
-            pooled += landscape(f, args.level, args.detail)
+            pooled += landscape(f, args.level, args.detail, schedule=not args.no_schedule)
         except (LandscapeError, ConfigError, Invalid) as exc:
             skipped.add(f, ValueError(str(exc).removeprefix("error: ").removeprefix(f"landscape {f}: ")))
     if not pooled:

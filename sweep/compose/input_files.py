@@ -167,6 +167,11 @@ def read_calibration(key: str, path: Path) -> dict[str, Any]:
     sd = unc.get("residual_sd_log") or 0.0
     if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
         raise ConfigError(key, f"{path}: uncertainty.residual_sd_log must be a number >= 0, got {sd!r}")
+    figures = doc.get("figures") or {}
+    if not isinstance(figures, Mapping) or not all(
+            isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                   and v > 0) for v in figures.values()):
+        raise ConfigError(key, f"{path}: figures must map hardware.perf keys to positive numbers (or the probe's text)")
     return doc
 
 

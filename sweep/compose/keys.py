@@ -142,6 +142,9 @@ RULES: dict[str, Rule] = {
     "hardware.perf.domain_link_bw_gbs": _num(0, 100_000, "GB/s per direction between switches"),
     "hardware.perf.matmul_tflops": _num(0, 1_000_000, "TFLOP/s measured (a CPU box: python -m sweep.sim.probe)"),
     "hardware.perf.probe": TEXT,
+    # whose figures a calibrated prediction runs on: the calibration's (the figures its points ran
+    # with) or these (docs/simulator.md, "Predictions with honesty")
+    "hardware.perf.figures": _enum(None, "calibration", "config"),
     "hardware.perf.calibration": _file("calibration"),  # or none
     "hardware.quirks": MAPPING,
     "hardware.quirks.cuda_graph_max_budget": _int(0, MAX_SPEC, "draft tokens"),

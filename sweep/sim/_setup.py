@@ -32,17 +32,32 @@ def _failure(hardware: Mapping[str, Any], model: Mapping[str, Any], spec: Mappin
     return startup_failure(hardware, model, spec, flags)
 
 
+def figures_source(hardware: Mapping[str, Any], cal: constants.Calibration) -> str:
+    """Whose figures a prediction runs on: ``calibration`` (the figures the calibration's points ran
+    with: a CPU box's are measurements of one machine state, and its fitted efficiencies are fractions
+    of them) or ``config`` (the hardware profile's: a GPU's spec sheet, or a CPU box re-probed)."""
+    want = str((hardware.get("perf") or {}).get("figures") or "config")
+    return "calibration" if want == "calibration" and cal.figures else "config"
+
+
 def setup(config: Any, calibration: Any = None) -> dict[str, Any]:
-    """What a prediction of this config runs on: box, spec (with the derived keys), constants."""
-    from sweep.sim.measured import max_running_of, spec_of
+    """What a prediction of this config runs on: box, spec (with the derived keys), constants.
+
+    The same derivation as a measured point's (:func:`sweep.sim.measured.inputs`), so the twin
+    predicts a config exactly as it was fitted to the measurements of that config."""
+    from sweep.sim.measured import inputs
 
     cfg = _plain(config)
     workload, server = cfg["workload"], cfg.get("server") or {}
-    from sweep.sim.arch import as_served
-
-    hardware, model = constants.engine_hardware(cfg["hardware"], server), as_served(cfg["model"], server)
+    got = inputs(cfg)
+    hardware, model = got["hardware"], got["model"]
     cal = constants.resolve(hardware, calibration)
-    return {"cfg": cfg, "cal": cal, "box": box_of(hardware, model), "spec": {**cfg["spec"], **spec_of(cfg)},
+    figures = figures_source(hardware, cal)
+    if figures == "calibration":
+        hardware = {**hardware, "perf": {**(hardware.get("perf") or {}), **dict(cal.figures)}}
+    constants.check_figures(hardware)
+    return {"cfg": cfg, "cal": cal, "box": box_of(hardware, model), "spec": {**cfg["spec"], **got["spec"]},
             "workload": str(workload.get("name") or ""), "values": cal.for_workload(str(workload.get("name") or "")),
-            "eager": bool(server.get("disable_cuda_graph")), "max_running": max_running_of(cfg),
-            "failure": _failure(hardware, model, cfg["spec"], server)}
+            "eager": got["eager"], "max_running": got["max_running"], "per_draft": got["per_draft"],
+            "failure": _failure(hardware, model, cfg["spec"], server), "hardware": hardware, "model": model,
+            "figures": figures}

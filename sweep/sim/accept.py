@@ -78,7 +78,16 @@ class Shape:
     draft_size: float = 1.0   # a draft model's size relative to the target
     synth_len: float = 0.0    # synthetic acceptance: the mean accept length asked for
     n_match: int = 0          # n-gram lookup: the shortest key it accepts (0: the reference length)
+    n_ref: int = 0            # the key length ngram_hit is the hit rate at (0: NGRAM_KEY_REFERENCE)
+    full_draft: bool = False  # a lookup that hits proposes the whole budget (vLLM's n-gram proposer)
     p_floor: float = 0.0      # a draft model's probability floor (0: it always drafts its budget)
+    # measured per-position acceptance of this family at a budget >= this one (sweep/sim/budgets.py):
+    # p[i] per drafting step, the share of steps that drafted there, its drafted tokens per draft,
+    # and how a shorter budget carries it over ("span" | "truncate")
+    profile: tuple[float, ...] = ()
+    profile_share: float = 1.0
+    profile_drafted: float = 0.0
+    profile_model: str = "span"
 
 
 def _max_nodes(topk: int, depth: int) -> int:
@@ -88,7 +97,9 @@ def _max_nodes(topk: int, depth: int) -> int:
 @lru_cache(maxsize=512)
 def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, num_steps: int | None,
            window: int | None, n_min: int = 0, draft_size: float = 1.0, synth_len: float = 0.0,
-           n_match: int = 0, p_floor: float = 0.0) -> Shape:
+           n_match: int = 0, p_floor: float = 0.0, profile: tuple[float, ...] = (), profile_share: float = 1.0,
+           profile_drafted: float = 0.0, profile_model: str = "span", n_ref: int = 0,
+           full_draft: bool = False) -> Shape:
     fam = family({"algorithm": algo})
     if fam == "none":
         return Shape("none", 0, 0, 0, 0, 1, False, 0, 0, None)
@@ -96,7 +107,9 @@ def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, n
         n = max(1, int(budget or 4))
         return Shape(fam, n, 1, n, n, n + 1, False, 1, n if fam == "draft" else 0, None,
                      n_min=int(n_min or 0), draft_size=float(draft_size), synth_len=float(synth_len or 0.0),
-                     n_match=int(n_match or 0), p_floor=float(p_floor or 0.0))
+                     n_match=int(n_match or 0), n_ref=int(n_ref or 0), full_draft=bool(full_draft),
+                     p_floor=float(p_floor or 0.0), profile=profile,
+                     profile_share=profile_share, profile_drafted=profile_drafted, profile_model=profile_model)
     blk = int(block or budget or 8)
     if fam == "ddtree":
         b, k, depth = int(budget or 8), max(1, int(topk or 1)), max(1, blk - 1)
@@ -121,10 +134,14 @@ def shape_of(spec: Mapping[str, Any]) -> Shape:
     if floor is None:
         floor = spec.get("ngram_n_min", spec.get("draft_n_min")) or 0
     key = spec.get("lookup_key") if "lookup_key" in spec else spec.get("ngram_n_match")
+    prof = spec.get("accept_profile") or ()
     return _shape(str(spec.get("algorithm") or "none").lower(), budget, spec.get("topk"),
                   spec.get("block"), spec.get("num_steps"), int(w) if w else None, int(floor),
                   float(spec.get("draft_size") or 1.0), float(spec.get("synth_len") or 0.0),
-                  int(key or 0), float(spec.get("draft_p_min") or 0.0))
+                  int(key or 0), float(spec.get("draft_p_min") or 0.0), tuple(float(x) for x in prof),
+                  float(spec.get("accept_share") or 1.0), float(spec.get("accept_drafted") or 0.0),
+                  str(spec.get("accept_model") or "span"), int(spec.get("lookup_reference") or 0),
+                  bool(spec.get("full_draft")))
 
 
 def verify_width(spec: Mapping[str, Any]) -> int:
@@ -183,11 +200,13 @@ def chain_params(shape: Shape, cal: Mapping[str, float]) -> tuple[float, float, 
     text is at least n_match tokens into a repeated span; spans continue token
     by token with the same probability g that carries the drafted run, so a
     lookup key shorter than the reference 24 hits g^-(24 - key) times as often
-    (``ngram_hit`` is the hit rate at a 24-token key; vLLM's shortest key is its
-    prompt_lookup_min)."""
+    (``ngram_hit`` is the hit rate at the engine's reference key: llama.cpp ngram-mod's default
+    24 tokens; vLLM's prompt_lookup_min at the shipped spec's 2 -- measured from 24, a 2-token key's
+    22 steps of g saturate the hit rate at 1 and leave the share of drafting steps unfitted)."""
     if shape.fam == "ngram":
         g = cal["ngram_cont"]
-        shift = (shape.n_match or NGRAM_KEY_REFERENCE) - NGRAM_KEY_REFERENCE
+        ref = shape.n_ref or NGRAM_KEY_REFERENCE
+        shift = (shape.n_match or ref) - ref
         return min(1.0, cal["ngram_hit"] * g ** shift), g, cal["ngram_q"]
     if shape.fam == "synth":  # llama.cpp's synthetic acceptance: a geometric run of mean synth_len - 1
         mean = max(1.0, min(shape.synth_len or 1.0, shape.budget + 1.0)) - 1.0
@@ -207,8 +226,10 @@ def _geometric_q(mean_drafted: float, n: int) -> float:
     return (lo + hi) / 2
 
 
-def chain_offer(shape: Shape, cal: Mapping[str, float]) -> tuple[float, ...]:
-    """P(D >= j) for j = 1..n_max: the drafted run, cut at n_max, dropped below n_min."""
+def chain_reach(shape: Shape, cal: Mapping[str, float]) -> tuple[float, ...]:
+    """P(the text's repeated run reaches drafted position j), j = 1..n_max: the lookup hits (h) and
+    the run goes on (g each token), dropped below n_min -- what a drafted token must have to be
+    right, besides the per-token agreement q."""
     h, g, _ = chain_params(shape, cal)
     n, lo = shape.budget, shape.n_min
     if lo > n:
@@ -216,8 +237,41 @@ def chain_offer(shape: Shape, cal: Mapping[str, float]) -> tuple[float, ...]:
     return tuple(h * g ** (max(j, lo) - 1) for j in range(1, n + 1))
 
 
+def chain_offer(shape: Shape, cal: Mapping[str, float]) -> tuple[float, ...]:
+    """P(D >= j) for j = 1..n_max: the drafted run, cut at n_max, dropped below n_min. A proposer
+    that drafts its whole budget whenever the lookup hits (vLLM's n-gram: the K tokens after the
+    match) offers every position with the hit's probability; the run's end shows in acceptance."""
+    reach = chain_reach(shape, cal)
+    if shape.full_draft and reach:
+        return (reach[0],) * len(reach)
+    return reach
+
+
+@lru_cache(maxsize=4096)
+def _profiled(profile: tuple[float, ...], budget: int, share: float, model: str) -> tuple[tuple[float, ...], float]:
+    """(per-step survival, share of steps drafting) at ``budget`` from a measured profile."""
+    from sweep.sim import budgets
+
+    prof = budgets.Profile(profile)
+    return budgets.survival(prof, budget, share, model), budgets.share_after(prof, budget, share, model)
+
+
+def draft_share(shape: Shape, cal: Mapping[str, float]) -> float:
+    """The share of verify steps that verify a draft at all: a chain drafter's lookup may find
+    nothing (an n-gram miss) or a run shorter than its floor; every other family drafts every step."""
+    if shape.profile:
+        return _profiled(shape.profile, shape.budget, shape.profile_share, shape.profile_model)[1]
+    if shape.fam in CHAIN_FAMILIES:
+        offer = chain_offer(shape, cal)
+        return offer[0] if offer else 0.0
+    return 1.0 if shape.fam != "none" else 0.0
+
+
 def mean_width(shape: Shape, cal: Mapping[str, float]) -> float:
     """Tokens verified per request per step, on average (chains draft a varying run)."""
+    if shape.profile:  # drafting steps verify what was drafted: the measured length, cut at the budget
+        drafted = min(float(shape.budget), shape.profile_drafted or float(shape.budget))
+        return 1.0 + draft_share(shape, cal) * drafted
     if shape.fam in CHAIN_FAMILIES:
         return 1.0 + sum(chain_offer(shape, cal))
     return float(shape.width)
@@ -226,9 +280,11 @@ def mean_width(shape: Shape, cal: Mapping[str, float]) -> float:
 def survival(shape: Shape, cal: Mapping[str, float], scale: float) -> tuple[float, ...]:
     if shape.fam == "none":
         return ()
+    if shape.profile:  # measured at a larger budget of this family: no constants involved
+        return _profiled(shape.profile, shape.budget, shape.profile_share, shape.profile_model)[0]
     if shape.fam in CHAIN_FAMILIES:
         q = min(0.999, chain_params(shape, cal)[2] * (scale if shape.fam != "synth" else 1.0))
-        return tuple(min(1.0, d * q ** j) for j, d in enumerate(chain_offer(shape, cal), start=1))
+        return tuple(min(1.0, d * q ** j) for j, d in enumerate(chain_reach(shape, cal), start=1))
     return tree(shape.nodes, shape.topk, shape.depth, cal["p0"], cal["decay"], cal["rho"], scale)[0]
 
 

@@ -177,19 +177,24 @@ def shape(model: Mapping[str, Any]) -> dict[str, Any]:
 DTYPE_BITS = {"bfloat16": 16, "float16": 16, "half": 16, "float32": 32, "float": 32}
 
 
-def as_served(model: Mapping[str, Any], server: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The model in the on-disk form this engine loads: a GGUF model that an engine loads as
-    a Hugging Face folder dequantized to ``model.install.hf.dtype`` (vLLM on a CPU) streams
-    those bytes, not the GGUF's."""
+def as_served(model: Mapping[str, Any], server: Mapping[str, Any] | None,
+              hardware: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    """The model in the form this engine runs it: a GGUF model that an engine loads as a Hugging
+    Face folder (vLLM on a CPU) streams that folder's weights -- in the dtype the engine computes in,
+    ``hardware.cpu.dtype`` (what conf/server/vllm.yaml renders as --dtype: float32 doubles the
+    bytes of the bfloat16 folder), else the folder's own (``model.install.hf.dtype``) --, not the GGUF's."""
     fmt = str((server or {}).get("model_format") or "")
     dtype = (((model.get("install") or {}).get(fmt) or {}) if fmt else {}).get("dtype")
+    served = ((hardware or {}).get("cpu") or {}).get("dtype")
+    if served in DTYPE_BITS:  # "auto" or unset: the checkpoint's dtype
+        dtype = served
     arch = model.get("arch") or {}
     if fmt != "hf" or dtype not in DTYPE_BITS or not arch:
         return model
     bits = DTYPE_BITS[str(dtype)]
-    served = {k: v for k, v in arch.items() if k != "weights_gb"}
-    served.update({"dense_weight_bits": bits, "kv_cache_bits": 16})
-    return {**model, "arch": served}
+    served_arch = {k: v for k, v in arch.items() if k != "weights_gb"}
+    served_arch.update({"dense_weight_bits": bits, "kv_cache_bits": bits})
+    return {**model, "arch": served_arch}
 
 
 def _num(perf: Mapping[str, Any], key: str, default: float) -> float:

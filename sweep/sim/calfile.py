@@ -8,6 +8,7 @@ refit can be checked against the shipped file. Read back by
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
     sha = {path.name: digest for path, digest in loaded.files}
     idx = result.box_params(box)
     workloads = sorted({p.workload for p, _ in points if p.workload})
+    seen = {json.dumps(K.figures_of(p.hardware), sort_keys=True) for p, _ in points}
+    figures = json.loads(seen.pop()) if len(seen) == 1 else {}  # the figures every point ran with
     return {
         "schema": K.SCHEMA,
         "box": box,
@@ -50,11 +53,18 @@ def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
         "model": sorted({str(p.model.get("name") or "?") for p, _ in points}),
         "workloads": workloads,
         "inputs": [{"file": f, "sha256": sha.get(f, "")} for f in files],
+        # what the efficiencies below are fractions of: a prediction with this file on a box whose
+        # hardware.perf.figures is 'calibration' (a CPU box: measured, not a spec sheet) runs on these
+        **({"figures": figures} if figures else {}),
         "constants": {result.params[i].name: cal.values[result.params[i].name] for i in idx},
         "status": {result.params[i].name: result.status(i) for i in idx},
         "uncertainty": {
             "residual_sd_log": cal.residual_sd,
             **({"residual_sd_log_by_kind": dict(cal.residual_by_kind)} if cal.residual_by_kind else {}),
+            # the residual split: one measurement's run-to-run noise, measured from the points' repeats
+            # (kinds without repeats: not measured), and the model's error beyond the points' noise
+            **({"noise_sd_log_by_kind": dict(cal.noise_by_kind)} if cal.noise_by_kind else {}),
+            **({"model_sd_log_by_kind": dict(cal.model_by_kind)} if cal.model_by_kind else {}),
             "names": list(cal.names),
             "covariance": [list(row) for row in cal.covariance],
         },

@@ -147,10 +147,35 @@ class Calibration:
     key: tuple[Any, ...] = field(default=(), compare=False)
     kind: str = "nvlink"
     residual_by_kind: tuple[tuple[str, float], ...] = ()  # per kind of point (output_tok_s, accept_len ...)
+    # the box's public figures its efficiencies are fractions of (hardware.perf keys: FIGURES), as
+    # the fitted points ran with them -- on a CPU box measured (machine.perf), not a spec sheet
+    figures: tuple[tuple[str, Any], ...] = ()
+    # the residual scatter split (log sd, per kind of point): one measurement's run-to-run noise as
+    # measured (a landscape's rounds), and the model's own error beyond the noise of the fitted points
+    noise_by_kind: tuple[tuple[str, float], ...] = ()
+    model_by_kind: tuple[tuple[str, float], ...] = ()
 
     def residual(self, kind: str | None = None) -> float:
         """The residual scatter of this kind of point (the overall one when not fitted per kind)."""
         return dict(self.residual_by_kind).get(kind or "", self.residual_sd)
+
+    def unexplained(self, kind: str | None, repeats: int = 1, noise: float | None = None,
+                    structure: float = 0.0) -> float:
+        """What a band adds to the constants' uncertainty for a measurement of ``kind`` that is the
+        mean of ``repeats`` runs: the model's error and that measurement's noise, in quadrature.
+        ``kind`` is a kind of point, or ``accept_len:<family>`` (accept lengths by drafter family;
+        the kind's own entry where the family has none). The noise is the calibration's measured one,
+        else ``noise`` (the box's declared spread), else the prior's. The model's error is the fitted
+        one, else (too few points to tell it from the noise: one PCIe point) the residual scatter,
+        and never less than ``structure`` (what the fixed structure's uncertainty does to this figure)."""
+        base = (kind or "").split(":", 1)[0]
+        model = dict(self.model_by_kind)
+        measured = dict(self.noise_by_kind)
+        table = priors()["noise"]
+        one = measured.get(kind or "") or measured.get(base) or noise or float(table.get(base, table["tok_s"]))
+        err = model.get(kind or "", model.get(base, self.residual(base)))
+        err = max(err, structure)
+        return math.sqrt(err ** 2 + one ** 2 / max(1, int(repeats)))
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -162,11 +187,34 @@ class Calibration:
                            calibrated=self.calibrated, names=self.names, covariance=self.covariance,
                            residual_sd=self.residual_sd, points=self.points,
                            key=(tag or "custom", tuple(sorted(values.items()))), kind=self.kind,
-                           residual_by_kind=self.residual_by_kind)
+                           residual_by_kind=self.residual_by_kind, figures=self.figures,
+                           noise_by_kind=self.noise_by_kind, model_by_kind=self.model_by_kind)
 
     def for_workload(self, workload: str | None) -> dict[str, float]:
         """Its constants as a prediction for ``workload`` reads them (see :func:`for_workload`)."""
         return for_workload(self.values, workload)
+
+
+# The box's public figures a calibration's efficiencies are relative to (hardware.perf keys).
+FIGURES = ("mem_bw_tbs", "fp8_tflops", "matmul_tflops", "link_bw_gbs", "link_latency_us", "probe")
+
+
+def figures_of(hardware: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of :data:`FIGURES` this hardware declares (None and missing left out)."""
+    perf = hardware.get("perf") or {}
+    return {k: perf[k] for k in FIGURES if perf.get(k) is not None}
+
+
+def check_figures(hardware: Mapping[str, Any]) -> None:
+    """A CPU box has no spec sheet: without measured figures the twin would run on a GPU's
+    defaults (8 TB/s, 2,000 TFLOPS) and every constant fitted to it would absorb the difference."""
+    if kind_of(hardware) != "cpu":
+        return
+    perf = hardware.get("perf") or {}
+    missing = [k for k in ("mem_bw_tbs", "matmul_tflops") if perf.get(k) is None]
+    if missing and not (missing == ["matmul_tflops"] and perf.get("fp8_tflops") is not None):
+        raise CalibrationError(f"hardware.perf.{missing[0]}", "a CPU box needs its measured figures "
+                               "(python -m sweep.sim.probe --threads N, with the engine's threads)")
 
 
 def prior_values(kind: str | bool = "nvlink") -> dict[str, float]:
@@ -269,7 +317,16 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
                        residual_sd=float(unc.get("residual_sd_log") or 0.0),
                        points=len(doc.get("points") or ()), key=("file", str(path)), kind=kind,
                        residual_by_kind=tuple(sorted((str(k), float(v)) for k, v in
-                                                     (unc.get("residual_sd_log_by_kind") or {}).items())))
+                                                     (unc.get("residual_sd_log_by_kind") or {}).items())),
+                       figures=tuple(sorted((str(k), v) for k, v in (doc.get("figures") or {}).items()
+                                            if k in FIGURES)),
+                       noise_by_kind=_by_kind(unc.get("noise_sd_log_by_kind")),
+                       model_by_kind=_by_kind(unc.get("model_sd_log_by_kind")))
+
+
+def _by_kind(table: Any) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted((str(k), float(v)) for k, v in (table or {}).items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)))
 
 
 @lru_cache(maxsize=64)

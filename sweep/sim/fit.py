@@ -28,10 +28,12 @@ import numpy as np
 from sweep.sim import constants as K
 from sweep.sim.constants import Calibration
 from sweep.sim.measured import Point, predict_point
+from sweep.sim.scatter import measured_noise, model_error, noise_key, point_noise, residual_sd
 
 STEP = 1e-3          # central-difference step in z space
 MAX_STEP = 1.5       # largest change of any z in one LM step
 SIG = 4              # significant digits written for constants
+CHI2_TOL = 1e-3      # the fit stops when an LM step improves the chi-square by less
 
 
 @dataclass(frozen=True)
@@ -73,23 +75,6 @@ class Fit:
     def status(self, i: int) -> str:
         s = self.shrink[i]
         return "fitted" if s >= 0.5 else ("weak" if s >= 0.1 else "prior")
-
-
-def _noise(kind: str) -> float:
-    table = K.priors()["noise"]
-    return float(table["accept_len"] if kind == "accept_len" else table["tok_s"])
-
-
-def _point_noise(p: Point) -> float:
-    """A point's weight in the fit: the prior noise, or its own measured spread when larger
-    (the standard error of the mean of its repeats, from ``runs``)."""
-    floor = _noise(p.kind)
-    runs = [math.log(v) for v in p.runs if v and v > 0]
-    if len(runs) < 2:
-        return floor
-    mean = sum(runs) / len(runs)
-    sd = math.sqrt(sum((r - mean) ** 2 for r in runs) / (len(runs) - 1))
-    return max(floor, sd / math.sqrt(len(runs)))
 
 
 def _round(x: float) -> float:
@@ -156,10 +141,19 @@ class Problem:
                 self.params.append(Param(n, box, K.to_z(n, float(pr["value"]), kind), float(pr["sd"]), kind,
                                          model=self.model_of[box]))
         self.base = {box: K.prior_values(kind) for box, kind in self.boxes.items()}
-        self.noise = np.array([_point_noise(p) for p in self.points])
+        self.measured_noise = measured_noise(self.points)
+        self.meas = np.array([point_noise(p, self.measured_noise) for p in self.points])
+        self.model_sd: dict[tuple[str, str], float] = {}  # (box, noise key) -> model error (2nd stage)
+        self.noise = self.meas.copy()
         self.logm = np.array([math.log(p.measured) for p in self.points])
         # which points each parameter moves (model: its model's; box: that box's; workload: that workload's)
         self.touch = [[i for i, p in enumerate(self.points) if self.reaches(prm, p)] for prm in self.params]
+
+    def weigh_model_error(self, model_sd: Mapping[tuple[str, str], float]) -> None:
+        """Weigh each point by its measurement noise and its kind's model error together."""
+        self.model_sd = dict(model_sd)
+        self.noise = np.array([math.sqrt(m ** 2 + self.model_sd.get((p.box, noise_key(p)), 0.0) ** 2)
+                               for p, m in zip(self.points, self.meas)])
 
     def reaches(self, prm: Param, p: Point) -> bool:
         return prm.box in (None, p.box) and prm.model == model_name(p) \
@@ -229,7 +223,8 @@ def _lm(prob: Problem, z: np.ndarray, max_iter: int = 60) -> tuple[np.ndarray, i
             lam *= 4.0
         if not improved:
             break
-        done = cost - cost_new < 1e-9 * max(1.0, cost) and float(np.max(np.abs(z_new - z))) < 1e-5
+        # a chi-square change below 1e-3 decides nothing: the rest is drift along flat directions
+        done = cost - cost_new < CHI2_TOL
         z, r, cost = z_new, r_new, cost_new
         if done:
             break
@@ -273,9 +268,18 @@ def _join(points: Sequence[Point], parts: list[tuple[list[int], Fit]]) -> Fit:
 
 
 def _fit_one(points: Sequence[Point], start: dict[str, float] | None = None) -> Fit:
+    """Two stages: weigh each point by its measurement noise (measured from the rounds where the
+    points carry them), fit, and estimate per box and kind of point the model error -- the scatter
+    the residuals show beyond that noise; then weigh by both and fit again (from there). The
+    covariance of the second stage is honest about the misfit the model cannot remove."""
     prob = Problem(points)
     z0 = np.array([(start or {}).get(p.key, p.centre) for p in prob.params])
     z, iterations = _lm(prob, z0)
+    model_sd = model_error(prob, z)
+    if any(v > 0 for v in model_sd.values()):
+        prob.weigh_model_error(model_sd)
+        z, more = _lm(prob, z)
+        iterations += more
     jac_d = prob.jacobian(z) / prob.noise[:, None]
     sd = np.array([p.sd for p in prob.params])
     cov = np.linalg.inv(jac_d.T @ jac_d + np.diag(1.0 / sd ** 2))
@@ -283,57 +287,49 @@ def _fit_one(points: Sequence[Point], start: dict[str, float] | None = None) -> 
     directions = int(np.sum(np.linalg.svd(jac_d * sd[None, :], compute_uv=False) > 1.0)) if len(points) else 0
     lp = prob.log_pred(z, rounded=True)
     resid = lp - prob.logm
-    rsd = _residual_sd(prob, resid, shrink, range(len(points)))
+    rsd = residual_sd(prob, resid, shrink, range(len(points)))
+    model_sd = model_error(prob, z, resid, shrink)
     cals = {}
     for box in sorted(prob.boxes):
         idx = [i for i, p in enumerate(prob.params) if p.box in (None, box) and p.model == prob.model_of[box]]
         rows = [i for i, p in enumerate(points) if p.box == box]
-        box_rsd = _residual_sd(prob, resid, shrink, rows)
+        box_rsd = residual_sd(prob, resid, shrink, rows)
         kinds = sorted({points[i].kind for i in rows})
-        by_kind = tuple((k, _round(_residual_sd(prob, resid, shrink, [i for i in rows if points[i].kind == k])))
+        by_kind = tuple((k, _round(residual_sd(prob, resid, shrink, [i for i in rows if points[i].kind == k])))
                         for k in kinds) if len(kinds) > 1 else ()
+        seen = {tuple(sorted(K.figures_of(points[i].hardware).items())) for i in rows}
         cals[box] = Calibration(
             values=prob.values(z, box, rounded=True), source=f"calibrated: {box} (fit)", box=box,
             calibrated=True, names=tuple(prob.params[i].name for i in idx),
             covariance=tuple(tuple(float(f"{cov[i, j]:.3g}") + 0.0 for j in idx) for i in idx),
             residual_sd=_round(box_rsd), points=sum(p.box == box for p in points),
-            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box], residual_by_kind=by_kind)
+            key=("fit", box, tuple(float(x) for x in z)), kind=prob.boxes[box], residual_by_kind=by_kind,
+            figures=seen.pop() if len(seen) == 1 else (),
+            noise_by_kind=tuple((k, _round(v)) for (b, k), v in sorted(prob.measured_noise.items()) if b == box),
+            model_by_kind=tuple((k, _round(v)) for (b, k), v in sorted(model_sd.items()) if b == box))
     return Fit(params=prob.params, z=z, cov=cov, shrink=shrink, calibrations=cals,
                predicted=[math.exp(x) for x in lp], residual_sd=rsd, directions=directions,
                iterations=iterations, boxes=dict(prob.boxes), model_of=dict(prob.model_of))
 
 
-def _residual_sd(prob: Problem, resid: np.ndarray, shrink: np.ndarray, rows: Sequence[int]) -> float:
-    """The fit's residual scatter over ``rows`` (log sd), corrected for the degrees of freedom
-    the constants took from them (a shared constant's share in proportion to the rows it reaches);
-    never below the points' own noise.
-
-    Robust (1.4826 x the median absolute residual, the sd a normal scatter would have): a box
-    measured while other jobs load it has outliers -- one round landing in a quiet minute --
-    and a root-mean-square would let a few of them widen every band."""
-    rows = list(rows)
-    if not rows:
-        return 0.04
-    floor = float(np.median(prob.noise[rows]))
-    mine = set(rows)
-    used = sum(float(shrink[j]) * len(mine.intersection(reach)) / len(reach)
-               for j, reach in enumerate(prob.touch) if reach)
-    dof = len(rows) - used
-    if dof < 1:
-        return floor
-    robust = 1.4826 * float(np.median(np.abs(resid[rows]))) * math.sqrt(len(rows) / dof)
-    return max(floor, robust)
-
-
 def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
-         cal: Calibration, z: float = 1.0, kind: str | None = None) -> list[tuple[float, float, float]]:
-    """(value, low, high) per output of ``point_fn(constants)``: a +-z sigma band (z=1: 68%).
+         cal: Calibration, z: float = 1.0, kind: str | Sequence[str] | None = None,
+         repeats: int = 1, noise: Sequence[float | None] | None = None) -> list[tuple[float, float, float]]:
+    """(value, low, high) per output of ``point_fn(constants)``: a +-z sigma band (z=1: 68%) for a
+    measurement that is the mean of ``repeats`` runs. ``kind`` names each output's kind of point
+    (one for all, or one per output; ``accept_len:<family>`` for accept lengths).
 
-    Propagates the calibration's posterior covariance (log/logit space) through
-    numeric gradients and adds its residual scatter: wide where the fit did not
-    reach (a layout, context or budget it never saw), narrow near its points.
+    In quadrature: the constants' posterior (the calibration's covariance pushed through numeric
+    gradients: wide where the fit did not reach -- a layout, context or budget it never saw --,
+    narrow near its points); the model's own error, the larger of what the fit's residuals show
+    beyond the measurement noise (where it was measured) and what the fixed structure's
+    uncertainty does to this figure (``structure_sd`` in priors.yaml: where it was not); and the
+    noise of the measurement itself, one run's measured spread over ``repeats`` (``noise``, per
+    output: the box's declared spread where the calibration measured none). A calibration without
+    the split (one point on its box) takes its residual scatter as the model's error.
     """
     values = [float(v) for v in point_fn(cal.values)]
+    kinds = [kind] * len(values) if kind is None or isinstance(kind, str) else list(kind)
     names = list(cal.names)
     if not names or not cal.covariance:
         return [(v, v, v) for v in values]
@@ -341,16 +337,29 @@ def band(point_fn: Callable[[Mapping[str, float]], Sequence[float]],
     for j, name in enumerate(names):
         if name not in cal.values:
             continue
-        kind = cal.kind if name in K.fitted_names("box") else "nvlink"
-        z = K.to_z(name, cal.values[name], kind)
-        up = point_fn({**cal.values, name: K.from_z(name, z + STEP, kind)})
-        down = point_fn({**cal.values, name: K.from_z(name, z - STEP, kind)})
+        space = cal.kind if name in K.fitted_names("box") else "nvlink"
+        zj = K.to_z(name, cal.values[name], space)
+        up = point_fn({**cal.values, name: K.from_z(name, zj + STEP, space)})
+        down = point_fn({**cal.values, name: K.from_z(name, zj - STEP, space)})
         for i, (u, d) in enumerate(zip(up, down)):
             if u > 0 and d > 0:
                 grad[i, j] = (math.log(u) - math.log(d)) / (2 * STEP)
+    structure = np.zeros(len(values))
+    if cal.calibrated:  # the priors' own band already spans what nothing pinned
+        for name, sd in (K.priors().get("structure_sd") or {}).items():
+            v = cal.values.get(name)
+            if not v or v <= 0:
+                continue
+            up = point_fn({**cal.values, name: v * math.exp(STEP)})
+            down = point_fn({**cal.values, name: v * math.exp(-STEP)})
+            for i, (u, d) in enumerate(zip(up, down)):
+                if u > 0 and d > 0:
+                    structure[i] += ((math.log(u) - math.log(d)) / (2 * STEP) * float(sd)) ** 2
     cov = np.array(cal.covariance)
     out = []
     for i, v in enumerate(values):
-        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + cal.residual(kind) ** 2))
+        extra = cal.unexplained(kinds[i], repeats, (noise or [None] * len(values))[i],
+                                structure=math.sqrt(structure[i]))
+        sigma = math.sqrt(max(0.0, float(grad[i] @ cov @ grad[i]) + extra ** 2))
         out.append((v, v * math.exp(-z * sigma), v * math.exp(z * sigma)))
     return out

@@ -19,8 +19,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from sweep.sim.constants import Calibration
 from sweep.sim.measured import Point, predict_point
 
 LEVEL = 0.8
@@ -51,6 +52,11 @@ class Outcome:
     def inside(self) -> bool:
         return self.low <= self.point.measured <= self.high
 
+    @property
+    def width(self) -> float:
+        """How wide the band is: high / low (1 = a point; 2 = a factor of two from end to end)."""
+        return self.high / self.low if self.low > 0 else float("inf")
+
 
 @dataclass
 class Report:
@@ -68,6 +74,11 @@ class Report:
             return float("nan"), float("nan"), 0
         return (100 * statistics.median(abs(o.error) for o in outs),
                 100 * sum(o.inside for o in outs) / len(outs), len(outs))
+
+    @staticmethod
+    def width(outs: Sequence[Outcome]) -> float:
+        """The median band width (high / low) of these outcomes."""
+        return statistics.median(o.width for o in outs) if outs else float("nan")
 
 
 def splits(points: Sequence[Point]) -> list[Split]:
@@ -93,13 +104,47 @@ def splits(points: Sequence[Point]) -> list[Split]:
     return out
 
 
-def evaluate(points: Sequence[Point], chosen: Sequence[Split], *, level: float = LEVEL,
-             progress: Callable[[str], None] | None = None) -> Report:
-    """Fit on each split's train points, predict its test points with a ``level`` interval."""
-    from sweep.sim.fit import band, fit
+ROW = {"output_tok_s": "output_tok_s", "ttft_ms": "ttft_ms_p50", "accept_len": "accept_len"}
+
+
+def predicted(point: Point, cal: Calibration, level: float = LEVEL,
+              cache: dict[tuple[int, int], dict[str, Any]] | None = None) -> tuple[float, float, float]:
+    """(value, low, high) of a measured figure as ``sweep.sim.predict`` gives it with this
+    calibration -- the user's path, from the point's composed config (its box's recorded figures,
+    engine, dtype, workload, repeats) --; a coding problem (no cell) through the fit's own function."""
+    if point.composed and point.kind in ROW:
+        from sweep.sim.predict import predict
+
+        key = (id(point.composed), id(cal))
+        if cache is None or key not in cache:
+            got = predict(point.composed, calibration=cal, band=True, level=level)
+            if cache is not None:
+                cache[key] = got
+        else:
+            got = cache[key]
+        cell = got["cells"][0]
+        row = ROW[point.kind]
+        return float(cell[row]), float(cell[f"{row}_low"]), float(cell[f"{row}_high"])
+    from sweep.sim.fit import band
+    from sweep.sim.scatter import noise_key
 
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    full = fit(points)
+
+    def one(values: Mapping[str, float]) -> tuple[float]:
+        return (predict_point(point, values),)
+
+    (value, low, high), = band(one, cal, z, kind=noise_key(point), repeats=point.repeats)
+    return value, low, high
+
+
+def evaluate(points: Sequence[Point], chosen: Sequence[Split], *, level: float = LEVEL,
+             progress: Callable[[str], None] | None = None, full: Any = None) -> Report:
+    """Fit on each split's train points, predict its test points with a ``level`` interval
+    through :func:`predicted` (``sweep.sim.predict``, as a user runs it). ``full``: the fit on
+    every point, if already made (its constants start each split's fit)."""
+    from sweep.sim.fit import fit
+
+    full = full if full is not None else fit(points)
     start = {prm.key: float(v) for prm, v in zip(full.params, full.z)}
     report = Report(fits=1)
     for sp in chosen:
@@ -110,16 +155,26 @@ def evaluate(points: Sequence[Point], chosen: Sequence[Split], *, level: float =
             continue
         f = fit(train, start=start)
         report.fits += 1
+        cache: dict[tuple[int, int], dict[str, Any]] = {}
         for i in sp.test:
             pt = points[i]
             cal = f.calibrations.get(pt.box)
             if cal is None:
                 continue
-            def one(values: Mapping[str, float], pt: Point = pt) -> tuple[float]:
-                return (predict_point(pt, values),)
-
-            (value, low, high), = band(one, cal, z, kind=pt.kind)
-            if pt.kind == "accept_len":  # a step yields at least its bonus token
-                low = max(low, 1.0)
+            value, low, high = predicted(pt, cal, level, cache)
             report.outcomes.append(Outcome(sp.name, sp.group, pt, value, low, high))
+    return report
+
+
+def in_sample(points: Sequence[Point], cal_of: Callable[[Point], Calibration | None], *,
+              level: float = LEVEL) -> Report:
+    """Every point predicted with a calibration that saw it (``cal_of``: the shipped one, say)."""
+    report = Report()
+    cache: dict[tuple[int, int], dict[str, Any]] = {}
+    for pt in points:
+        cal = cal_of(pt)
+        if cal is None:
+            continue
+        value, low, high = predicted(pt, cal, level, cache)
+        report.outcomes.append(Outcome("in-sample", "in_sample", pt, value, low, high))
     return report

@@ -61,15 +61,18 @@ class Landscape:
         if "_composed" not in cfg:
             try:
                 cfg["_composed"] = dict(cfg.get("composed") or {}) or _compose(self, cfg)
+                if not cfg["_composed"].get("server"):  # recorded before configs kept their server node
+                    cfg["_composed"]["server"] = _compose(self, {"overrides": []})["server"]
             except Exception as exc:  # noqa: BLE001 - the file's override lines are input: named, one line
                 first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
                 raise LandscapeError(f"error: landscape {self.path}: config {config_id!r} does not compose "
                                      f"here ({first})") from None
             machine_perf = (self.doc.get("machine") or {}).get("perf") or {}
-            if machine_perf:  # figures measured on the recording machine beat the YAML's
-                hw = dict(cfg["_composed"].get("hardware") or {})
-                hw["perf"] = {**(hw.get("perf") or {}), **machine_perf}
-                cfg["_composed"]["hardware"] = hw
+            hw = dict(cfg["_composed"].get("hardware") or {})
+            # the figures measured on the recording machine beat the YAML's, and a prediction of
+            # this landscape runs on them (not on a calibration's: hardware.perf.figures)
+            hw["perf"] = {**(hw.get("perf") or {}), **machine_perf, "figures": "config"}
+            cfg["_composed"]["hardware"] = hw
         return cfg["_composed"]
 
 

@@ -18,7 +18,7 @@ from sweep.sim.arch import as_served
 from sweep.sim.constants import box_name, engine_hardware
 
 CODING_PROMPT_TOKENS = 100  # the five-problem prompts, when a problem does not record its own
-KINDS = ("output_tok_s", "accept_len", "stream_tok_s")
+KINDS = ("output_tok_s", "accept_len", "ttft_ms", "stream_tok_s")
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Point:
     """One measured figure and everything needed to predict it."""
 
     label: str
-    kind: str                     # output_tok_s | accept_len | stream_tok_s (a coding problem)
+    kind: str                     # output_tok_s | accept_len | ttft_ms | stream_tok_s (a coding problem)
     box: str
     measured: float
     hardware: Mapping[str, Any] = field(repr=False)
@@ -43,6 +43,11 @@ class Point:
     max_running: int | None = None  # the engine's cap on requests decoded together (llama.cpp --parallel)
     config: str = ""              # a landscape's config id (held-out splits)
     runs: tuple[float, ...] = ()  # per-repeat measurements (the measured noise)
+    repeats: int = 1              # measurements the figure is the mean (accept, tok/s) or median (TTFT) of
+    per_draft: bool = False       # an accept length per drafting step (vLLM's 1 + accepted / drafts)
+    # the composed config (hardware, model, spec, server, workload: this cell) sweep.sim.predict takes
+    # for this figure: the fidelity figures and the tests predict it the way a user does
+    composed: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -79,6 +84,11 @@ def draft_size(cfg: Mapping[str, Any]) -> float:
 LLAMACPP_DEFAULTS = {"--spec-ngram-mod-n-min": 48, "--spec-ngram-mod-n-match": 24, "--spec-draft-n-min": 0}
 
 
+# The shortest n-gram key vLLM's ngram_hit is the hit rate at: spec=ngram's ngram_n_min (its
+# prompt_lookup_min) as shipped (conf/spec/ngram.yaml).
+VLLM_LOOKUP_REFERENCE = 2
+
+
 def chain_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A chain drafter's numbers as the engine runs them, read from its rendered flags (the knobs'
     names differ by engine and branch; the flags do not): ``chain_n_max`` (tokens drafted at most),
@@ -102,7 +112,11 @@ def chain_keys(cfg: Mapping[str, Any]) -> dict[str, Any]:
     conf = next((v for v in args.values() if isinstance(v, Mapping)), None) if flavor == "vllm" else None
     if isinstance(conf, Mapping):
         return {"chain_n_max": conf.get("num_speculative_tokens") or spec.get("budget"), "chain_floor": 0,
-                "lookup_key": conf.get("prompt_lookup_min") if ngram else None, "draft_p_min": None}
+                "lookup_key": conf.get("prompt_lookup_min") if ngram else None, "draft_p_min": None,
+                "lookup_reference": VLLM_LOOKUP_REFERENCE if ngram else None,
+                # vLLM's n-gram proposer drafts the K tokens after the match whenever it finds one
+                # (vllm/v1/spec_decode/ngram_proposer.py): 7.9 of 8 per draft measured here
+                "full_draft": bool(ngram)}
     return {}
 
 
@@ -123,6 +137,36 @@ def max_running_of(cfg: Mapping[str, Any]) -> int | None:
     return None
 
 
+def accept_per_draft(server: Mapping[str, Any] | None) -> bool:
+    """Whether this engine's recorded accept length counts drafting steps only: with no per-request
+    counters declared (vLLM), a cell's accept length is its /metrics window's 1 + accepted / drafts --
+    steps where the n-gram lookup found nothing draft nothing and are not counted. The project's own
+    figure (tokens per verify step, sweep/bench/acceptance.py) counts every step."""
+    server = server or {}
+    decl = server.get("acceptance")
+    if decl is None and server.get("name"):
+        try:
+            from sweep.bench.acceptance import declared
+
+            decl = declared(str(server["name"]))
+        except (KeyError, OSError, ValueError):
+            decl = {}
+    request = (decl or {}).get("request") if isinstance(decl, Mapping) else None
+    return bool(server.get("name")) and not request and str(server.get("name")) not in ("sim", "sglang")
+
+
+def inputs(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What the twin runs a composed config on, derived once for the fit's points and for
+    ``sweep.sim.predict``: the engine's box (its own calibration), the model as the engine serves it
+    (format, dtype), the spec with the numbers the engine runs (its flags), eager or not, the
+    engine's cap on requests decoded together, and how its accept length is counted."""
+    server = cfg.get("server") or {}
+    hardware = engine_hardware(cfg.get("hardware") or {}, server)
+    return {"hardware": hardware, "model": as_served(cfg.get("model") or {}, server, hardware),
+            "spec": spec_of(cfg), "eager": bool(server.get("disable_cuda_graph")),
+            "max_running": max_running_of(cfg), "box": box_name(hardware), "per_draft": accept_per_draft(server)}
+
+
 def spec_label(spec: Mapping[str, Any]) -> str:
     algo = str(spec.get("algorithm") or "none")
     if algo == "ddtree":
@@ -135,30 +179,39 @@ def spec_label(spec: Mapping[str, Any]) -> str:
     return f"{algo} b{spec.get('budget')}"
 
 
+def cell_config(cfg: Mapping[str, Any], workload: Mapping[str, Any], *, context: int, concurrency: int,
+                max_tokens: int, requests: int, repeats: int = 1) -> dict[str, Any]:
+    """A composed config whose workload is this one cell: what ``sweep.sim.predict`` takes for it."""
+    wl = {**workload, "contexts": [int(context)], "concurrency": [int(concurrency)], "max_tokens": int(max_tokens),
+          "requests_per_cell": int(requests), "repeats": int(repeats), "cells": None}
+    return {**{k: cfg.get(k) for k in ("hardware", "model", "spec", "server")}, "workload": wl}
+
+
 def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     cfg = doc.get("config") or {}
-    hardware, model, workload = cfg.get("hardware") or {}, cfg.get("model") or {}, cfg.get("workload") or {}
-    hardware = engine_hardware(hardware, cfg.get("server"))
-    model = as_served(model, cfg.get("server"))
-    spec = spec_of(cfg)
-    eager = bool((cfg.get("server") or {}).get("disable_cuda_graph"))
+    workload = cfg.get("workload") or {}
+    got = inputs(cfg)
+    hardware, spec, eager = got["hardware"], got["spec"], got["eager"]
     max_tokens = int(workload.get("max_tokens") or 512)
-    box = checked_name(box_name(hardware), "config.hardware (the box a calibration is written for)")
     head = f"{hardware.get('name')} {spec_label(spec)}" + (" eager" if eager else "")
-    common: dict[str, Any] = {"hardware": hardware, "model": model, "spec": spec, "box": box, "eager": eager,
-                              "file": name, "source": f"{name}: {doc.get('source') or ''}".strip(),
-                              "workload": str(workload.get("name") or ""), "max_running": max_running_of(cfg)}
+    box = checked_name(got["box"], "config.hardware (the box a calibration is written for)")
+    common: dict[str, Any] = {"hardware": hardware, "model": got["model"], "spec": spec, "box": box,
+                              "eager": eager, "file": name, "source": f"{name}: {doc.get('source') or ''}".strip(),
+                              "workload": str(workload.get("name") or ""), "max_running": got["max_running"]}
     out: list[Point] = []
     for cell in doc.get("cells") or []:
         ctx, conc = int(cell["context"]), int(cell["concurrency"])
         where: dict[str, Any] = {"context": ctx, "concurrency": conc, "max_tokens": max_tokens,
-                 "requests": int(cell.get("requests") or conc)}
+                                 "requests": int(cell.get("requests") or conc)}
+        composed = cell_config(cfg, workload, context=ctx, concurrency=conc, max_tokens=max_tokens,
+                               requests=where["requests"])
         if cell.get("output_tok_s"):
             out.append(Point(label=f"{head} ctx{ctx} C{conc} {max_tokens}tok tok/s", kind="output_tok_s",
-                             measured=float(cell["output_tok_s"]), **where, **common))
+                             measured=float(cell["output_tok_s"]), composed=composed, **where, **common))
         if cell.get("accept_len") and spec["algorithm"] not in (None, "none"):
             out.append(Point(label=f"{head} ctx{ctx} C{conc} accept len", kind="accept_len",
-                             measured=float(cell["accept_len"]), **where, **common))
+                             measured=float(cell["accept_len"]), composed=composed, per_draft=got["per_draft"],
+                             **where, **common))
     coding = doc.get("coding") or {}
     for prob in coding.get("problems") or []:
         if prob.get("tok_s") and prob.get("completion_tokens"):
@@ -178,41 +231,76 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def landscape_points(path: Path) -> list[Point]:
-    """Points of a recorded landscape (sweep/sim/landscape.py): each point's tok/s and accept length."""
-    from sweep.sim.landscape import load as load_landscape
+def _round_values(land: Any, pt: Mapping[str, Any], key: str) -> tuple[float, ...]:
+    """One figure of a point's cell in each round that measured it (from ``runs``; older files: none)."""
+    out: list[float] = []
+    for run in land.doc.get("runs") or []:
+        if not isinstance(run, Mapping) or run.get("status") != "ok" or str(run.get("config")) != str(pt["config"]) \
+                or str(run.get("workload")) != str(pt.get("workload")):
+            continue
+        for c in run.get("cells") or []:
+            here = isinstance(c, Mapping) and (c.get("context"), c.get("concurrency")) == (pt["context"],
+                                                                                          pt["concurrency"])
+            if here and isinstance(c.get(key), (int, float)) and c[key] > 0:
+                out.append(float(c[key]))
+    return tuple(out)
 
+
+def landscape_points(path: Path) -> list[Point]:
+    """Points of a recorded landscape (sweep/sim/landscape.py): each cell's tok/s, TTFT and accept length,
+    with the composed config ``sweep.sim.predict`` takes for it (the box's recorded figures)."""
+    import statistics
+
+    from sweep.sim.landscape import LandscapeError, load as load_landscape
+
+    path = Path(path)
     land = load_landscape(path)
     out: list[Point] = []
     for pt in land.points:
         cid = str(pt.get("config"))
         comp = land.composed(cid)
-        cfg = {**comp, "workload": {**((comp.get("workload") or {})), "name": pt.get("workload")}}
-        hardware = engine_hardware(comp.get("hardware") or {}, comp.get("server") or {"name": land.engine})
-        box = checked_name(box_name(hardware), f"configs {cid}: hardware (the box a calibration is written for)")
-        model = as_served(comp.get("model") or {}, comp.get("server"))
-        spec = spec_of(cfg)
+        wname = str(pt.get("workload") or "")
+        wl = dict((land.doc.get("workloads") or {}).get(wname) or comp.get("workload") or {})
+        wl["name"] = wname
+        cfg = {**comp, "workload": wl}
+        try:
+            from sweep.sim.constants import check_figures
+
+            check_figures(engine_hardware(comp.get("hardware") or {}, comp.get("server")))
+        except ValueError as exc:
+            raise LandscapeError(f"error: landscape {path}: {exc} -- recorded without the box's measured "
+                                 "figures (machine.perf); benchmarks/record_landscape.py records them") from None
+        got = inputs(cfg)
+        spec = got["spec"]
+        box = checked_name(got["box"], f"configs {cid}: hardware (the box a calibration is written for)")
         ctx, conc = int(pt["context"]), int(pt["concurrency"])
-        max_tokens = int(pt.get("max_tokens") or (land.doc.get("workloads", {}).get(pt.get("workload")) or {})
-                         .get("max_tokens") or 128)
         per_req = pt.get("completion_tokens") and pt.get("requests") and \
             round(float(pt["completion_tokens"]) / float(pt["requests"]))
-        max_tokens = int(per_req or max_tokens)
-        head = f"{cid} {pt.get('workload')}"
+        max_tokens = int(per_req or pt.get("max_tokens") or wl.get("max_tokens") or 128)
+        repeats = max(1, int(pt.get("repeats") or 1))
+        requests = int(int(pt.get("requests") or conc) / repeats)
+        head = f"{cid} {wname}"
+        composed = cell_config(cfg, wl, context=ctx, concurrency=conc, max_tokens=max_tokens, requests=requests,
+                               repeats=repeats)
         common: dict[str, Any] = {
-            "hardware": hardware, "model": model, "spec": spec, "box": box, "eager": False,
-            "file": path.name, "source": f"{path.name}: {land.doc.get('command') or ''}", "context": ctx,
-            "concurrency": conc, "max_tokens": max_tokens,
-            "requests": int(int(pt.get("requests") or conc) / max(1, int(pt.get("repeats") or 1))),
-            "workload": str(pt.get("workload") or ""), "max_running": max_running_of(comp), "config": cid}
+            "hardware": got["hardware"], "model": got["model"], "spec": spec, "box": box,
+            "eager": got["eager"], "file": path.name, "source": f"{path.name}: {land.doc.get('command') or ''}",
+            "context": ctx, "concurrency": conc, "max_tokens": max_tokens, "requests": requests,
+            "workload": wname, "max_running": got["max_running"], "config": cid, "composed": composed}
         if pt.get("output_tok_s"):
+            runs = tuple(float(v) for v in pt.get("output_tok_s_runs") or ())
             out.append(Point(label=f"{head} ctx{ctx} C{conc} tok/s", kind="output_tok_s",
-                             measured=float(pt["output_tok_s"]),
-                             runs=tuple(float(v) for v in pt.get("output_tok_s_runs") or ()), **common))
+                             measured=float(pt["output_tok_s"]), runs=runs, repeats=len(runs) or repeats, **common))
+        ttfts = _round_values(land, pt, "ttft_ms_p50") or ((float(pt["ttft_ms_p50"]),) if pt.get("ttft_ms_p50") else ())
+        if ttfts:  # the median request's wait for its first token, the median over the rounds
+            out.append(Point(label=f"{head} ctx{ctx} C{conc} TTFT", kind="ttft_ms",
+                             measured=float(statistics.median(ttfts)), runs=ttfts if len(ttfts) > 1 else (),
+                             repeats=len(ttfts), **common))
         if pt.get("accept_len") and spec["algorithm"] not in (None, "none"):
+            runs = tuple(float(v) for v in pt.get("accept_len_runs") or ())
             out.append(Point(label=f"{head} ctx{ctx} C{conc} accept len", kind="accept_len",
-                             measured=float(pt["accept_len"]),
-                             runs=tuple(float(v) for v in pt.get("accept_len_runs") or ()), **common))
+                             measured=float(pt["accept_len"]), runs=runs, repeats=len(runs) or repeats,
+                             per_draft=got["per_draft"], **common))
     return out
 
 
@@ -305,4 +393,9 @@ def predict_point(point: Point, cal: Mapping[str, float]) -> float:
     out = cell(box_of(point.hardware, point.model), values, point.spec, context=point.context,
                concurrency=point.concurrency, max_tokens=point.max_tokens, requests=point.requests,
                disable_cuda_graph=point.eager, max_running=point.max_running)
-    return out["accept_len"] if point.kind == "accept_len" else out["tok_s"]
+    return out[CELL_KEY[point.kind](point)]
+
+
+# Which figure of a predicted cell (sweep.sim.cells.cell) a kind of point is.
+CELL_KEY = {"output_tok_s": lambda p: "tok_s", "ttft_ms": lambda p: "ttft_ms",
+            "accept_len": lambda p: "accept_len_drafted" if p.per_draft else "accept_len"}

@@ -21,17 +21,12 @@ from __future__ import annotations
 import json
 import math
 import sys
-from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 from sweep import errors
-from sweep.compose import per_load
-from sweep.sim import constants
-from sweep.sim.cells import cell
-from sweep.sim.constants import Calibration
 from sweep.sim._setup import setup  # noqa: F401 - re-exported: what a prediction runs on
-
-BAND_LEVEL = 0.8  # the printed prediction interval: 80% of measurements should fall inside
+from sweep.sim.prediction import (  # noqa: F401 - re-exported: the functions behind the command
+    ACCEPT_DEFINITIONS, BAND_LEVEL, BANDED, open_assumptions, predict, predict_cells, predict_coding)
 
 USAGE = """\
 usage: python -m sweep.sim.predict [OVERRIDES...] [--calibration PATH|none] [--json]
@@ -46,119 +41,45 @@ on its hardware, from the simulator's performance model -- no server is started.
                             compute, attention, communication, overhead), the config against
                             twice its budget, the best budget vs autoregressive, the crossovers
   --concurrency LIST        the concurrencies of --breakdown (default 1,2,4,...,256)
+  --acceptance SOURCE       acceptance measured at a budget >= this one of the same family, per draft
+                            position: a result.json (acceptance.metrics.per_position) or
+                            LANDSCAPE.json#CONFIG/WORKLOAD; the accept length of this budget is carried
+                            over from it (sweep/sim/budgets.py) instead of the twin's own
+  --budgets LIST            the family's per-load schedule: each budget (and spec=none) at every load of
+                            the workload, the best per load, where speculation stops paying, vLLM's
+                            num_speculative_tokens_per_batch_size table, and what measuring it costs
+  --accept-model span|truncate   how --acceptance carries over to a shorter budget (default span)
 """
-
-
-def _requests(workload: Mapping[str, Any], concurrency: int) -> int:
-    if workload.get("requests_per_cell") is not None:
-        return int(workload["requests_per_cell"])
-    return max(2 * concurrency, int(workload.get("min_requests") or 2))
-
-
-def _prior_covariance(cal: Calibration, hardware: Mapping[str, Any]) -> Calibration:
-    """An uncalibrated twin's band: the priors' own widths (honestly wide)."""
-    kind = constants.kind_of(hardware)
-    names = constants.fitted_names()
-    cov = tuple(tuple(float(constants.prior(n, kind)["sd"]) ** 2 if i == j else 0.0
-                      for j in range(len(names))) for i, n in enumerate(names))
-    return Calibration(values=cal.values, source=cal.source, box=cal.box, names=names, covariance=cov,
-                       key=cal.key, kind=cal.kind, residual_by_kind=cal.residual_by_kind)
-
-
-def predict(config: Any, *, calibration: Any = None, band: bool = False, level: float = BAND_LEVEL) -> dict[str, Any]:
-    """{calibration, failure, cells} for a composed config (see the module doc); with ``band``, each
-    cell's tok/s carries a ``level`` (default 80%) prediction interval as ``*_low``/``*_high``."""
-    su = setup(config, calibration)
-    cfg, cal, spec, box = su["cfg"], su["cal"], su["spec"], su["box"]
-    hardware, workload = cfg["hardware"], cfg["workload"]
-    failure = su["failure"]
-    out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True, "cells": [],
-                           "band_level": level if band else None}
-    if failure:
-        return out
-    banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
-    z = NormalDist().inv_cdf(0.5 + level / 2.0)
-    bands = per_load.bands_of(spec)
-    for ctx in workload["contexts"]:
-        for conc in workload["concurrency"]:
-            kw: dict[str, Any] = {"context": int(ctx), "concurrency": int(conc),
-                                  "max_tokens": int(workload["max_tokens"]),
-                                  "requests": _requests(workload, int(conc)), "disable_cuda_graph": su["eager"],
-                                  "max_running": su["max_running"]}
-            # per-load budgets (spec.per_load): the cell's concurrency is its steady-state batch size
-            at = spec if bands is None else per_load.spec_at(spec, per_load.budget_at(bands, int(conc)))
-            est = cell(box, su["values"], at, **kw)
-            row = {"context": int(ctx), "concurrency": int(conc), "requests": kw["requests"],
-                   "output_tok_s": est["tok_s"], "per_stream_tok_s": est["per_stream_tok_s"],
-                   "ttft_ms_p50": est["ttft_ms"], "tpot_ms_p50": est["tpot_ms"], "e2e_ms_p50": est["e2e_ms"],
-                   "accept_len": est["accept_len"] if at.get("algorithm") not in (None, "none") else None,
-                   "verify_width": est["verify_width"], "running": est["running"]}
-            if band:
-                from sweep.sim.fit import band as sigma_band
-
-                def fn(values: Mapping[str, float], kw: dict[str, Any] = kw,
-                       at: Mapping[str, Any] = at) -> tuple[float, float]:
-                    e = cell(box, constants.for_workload(values, su["workload"]), at, **kw)
-                    return e["tok_s"], e["per_stream_tok_s"]
-
-                (_, lo, hi), (_, plo, phi) = sigma_band(fn, banded, z, kind="output_tok_s")
-                row.update({"output_tok_s_low": lo, "output_tok_s_high": hi,
-                            "per_stream_tok_s_low": plo, "per_stream_tok_s_high": phi})
-            out["cells"].append(row)
-    return out
-
-
-def predict_cells(config: Any, *, calibration: Any = None, band: bool = False) -> list[dict[str, Any]]:
-    """The predicted cells ([] when the server would fail to start: see :func:`predict`)."""
-    return predict(config, calibration=calibration, band=band)["cells"]
-
-
-def predict_coding(config: Any, *, calibration: Any = None) -> dict[str, Any]:
-    """The five-problem coding eval as the harness would measure it on the sim.
-
-    Each problem is one request at C=1 whose answer is as long as the sim's
-    (sweep/sim/answers.yaml, cut at ``workload.coding_max_tokens``); its tok/s
-    is tokens / (e2e - TTFT), the same figure ``python -m sweep.calibrate`` fits
-    a measured problem to, and the mean is the eval's mean of per-problem tok/s.
-    The model's expectation: the server's seeded per-request draws scatter one
-    run's problems around it (sd ~9% at 289 tokens, 5% at 1024; the mean of
-    the five ~4%: docs/simulator.md, "The coding eval reproduced").
-    """
-    from sweep.sim import text
-    from sweep.sim.measured import CODING_PROMPT_TOKENS
-
-    su = setup(config, calibration)
-    cfg, cal, spec, box = su["cfg"], su["cal"], su["spec"], su["box"]
-    cap = int(cfg["workload"].get("coding_max_tokens") or 1024)
-    failure = su["failure"]
-    out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True,
-                           "coding_max_tokens": cap, "problems": [], "mean_tok_s": None}
-    if failure:
-        return out
-    for name, length in text.answer_lengths().items():
-        n = len(text.answer(text.SIGNATURES[name], max_tokens=cap, ignore_eos=False, seed=0).pieces)
-        est = cell(box, su["values"], spec, context=CODING_PROMPT_TOKENS, concurrency=1, max_tokens=n,
-                   requests=1, disable_cuda_graph=su["eager"])
-        out["problems"].append({"name": length.problem, "completion_tokens": n,
-                                "tok_s": est["per_stream_tok_s"], "length_source": length.source})
-    out["mean_tok_s"] = sum(p["tok_s"] for p in out["problems"]) / len(out["problems"])
-    return out
 
 
 def _table(pred: Mapping[str, Any], title: str) -> str:
     lines = [title, pred["calibration"]]
+    fig = pred.get("figures") or {}
+    if fig.get("mem_bw_tbs") and fig.get("matmul_tflops") and fig.get("source") == "calibration":
+        lines.append(f"box figures: the calibration's (what its points ran with): {fig['mem_bw_tbs'] * 1e3:.1f} GB/s, "
+                     f"{fig['matmul_tflops'] * 1e3:.1f} GFLOPS -- {fig.get('probe') or 'measured'}")
     if pred["failure"]:
         lines.append(f"predicted startup failure: {pred['failure']} (no cells)")
         return "\n".join(lines)
     level = f"{100 * (pred.get('band_level') or BAND_LEVEL):.0f}% band"
     lines.append(f"{'ctx':>6} {'C':>4}  {'output tok/s (' + level + ')':>30}  {'per-stream tok/s':>26}  "
-                 f"{'TTFT ms':>8}  {'accept':>6}")
+                 f"{'TTFT ms':>22}  {'accept':>16}")
     for c in pred["cells"]:
         band = f"[{c['output_tok_s_low']:,.0f}-{c['output_tok_s_high']:,.0f}]"
         pband = f"[{c['per_stream_tok_s_low']:,.1f}-{c['per_stream_tok_s_high']:,.1f}]"
-        acc = f"{c['accept_len']:.2f}" if c["accept_len"] else "-"
+        tband = f"{c['ttft_ms_p50']:,.0f} [{c['ttft_ms_p50_low']:,.0f}-{c['ttft_ms_p50_high']:,.0f}]"
+        acc = (f"{c['accept_len']:.2f} [{c['accept_len_low']:.2f}-{c['accept_len_high']:.2f}]"
+               if c["accept_len"] else "-")
         lines.append(f"{c['context']:>6} {c['concurrency']:>4}  {c['output_tok_s']:>12,.1f} {band:>17}  "
-                     f"{c['per_stream_tok_s']:>8,.1f} {pband:>17}  {c['ttft_ms_p50']:>8,.0f}  {acc:>6}")
+                     f"{c['per_stream_tok_s']:>8,.1f} {pband:>17}  {tband:>22}  {acc:>16}")
+    if pred.get("accept_definition"):
+        lines.append(f"accept length: {pred['accept_definition']}")
+    if pred.get("band_note"):
+        lines.append(pred["band_note"])
+    for a in pred.get("assumptions") or []:
+        alt = ", ".join(f"{v:,.1f}" for v in a["output_tok_s"])
+        lines.append(f"open assumption: {a['assumed']}; with {a['alternative']}: {alt} tok/s -- the band spans "
+                     "both (set hardware.dp_attention to close it)")
     return "\n".join(lines)
 
 
@@ -192,7 +113,10 @@ def _options(args: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 VALUE_OPTIONS = {"--calibration": "needs a path or 'none'",
-                 "--concurrency": "needs a comma-separated list of positive integers (with --breakdown)"}
+                 "--concurrency": "needs a comma-separated list of positive integers (with --breakdown)",
+                 "--acceptance": "needs a result.json or LANDSCAPE.json#CONFIG/WORKLOAD with per-position acceptance",
+                 "--budgets": "needs a comma-separated list of positive integers (draft budgets)",
+                 "--accept-model": "needs span or truncate"}
 FLAGS = ("--json", "--breakdown")
 
 
@@ -204,10 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args, opts = _options(args)
     as_json, want_breakdown = "--json" in args, "--breakdown" in args
-    from sweep.compose import arguments
-
-    arguments.check("sweep.sim.predict", {"calibration": opts.get("--calibration"),  # by their rules
-                                          "concurrency": opts.get("--concurrency")})
     args = [a for a in args if a not in FLAGS]
     calibration = opts.get("--calibration")
     concs: list[int] | None = None
@@ -222,9 +142,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.compose.config import from_omegaconf
     from sweep.sim import explain
 
+    profile = None
+    if "--acceptance" in opts:
+        from sweep.sim import budgets
+
+        try:
+            profile = budgets.load_profile(opts["--acceptance"])
+        except ValueError as exc:
+            raise errors.ConfigError("--acceptance", str(exc)) from None
+    model = opts.get("--accept-model", "span")
+    if model not in ("span", "truncate"):
+        raise errors.ConfigError("--accept-model", VALUE_OPTIONS["--accept-model"])
     # a ConfigError (CalibrationError is one): one line at the boundary, exit 2
     trial = from_omegaconf(compose(args))
-    pred = predict(trial, calibration=calibration, band=True)
+    if "--budgets" in opts:
+        try:
+            wanted = sorted({int(x) for x in opts["--budgets"].split(",")})
+        except ValueError:
+            wanted = []
+        if not wanted or min(wanted) < 1:
+            raise errors.ConfigError("--budgets", VALUE_OPTIONS["--budgets"])
+        from sweep.sim.crossover import print_family
+
+        return print_family(args, wanted, calibration=calibration, profile=profile, model=model,
+                            as_json=as_json)
+    from sweep.sim.crossover import with_profile
+
+    config: Any = trial
+    if profile is not None:
+        budget = int(trial.raw["spec"].get("budget") or 0)
+        if budget > profile.budget:
+            raise errors.ConfigError("--acceptance", f"measured at budget {profile.budget}: it predicts budgets up "
+                                     f"to that, not {budget}")
+        config = with_profile(trial.raw, profile, model)
+    pred = predict(config, calibration=calibration, band=True)
     if trial.workload.coding != "off":
         pred["coding"] = predict_coding(trial, calibration=calibration)
     if want_breakdown and not pred["failure"]:
@@ -238,6 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"topk={t['spec'].get('topk')} window={t['spec'].get('window')}, workload {t['workload']['name']} "
                  f"({t['workload']['max_tokens']} tokens out) -- simulated, not measured")
         print(_table(pred, title))
+        if profile is not None:
+            print(f"accept length carried over from the per-position acceptance measured at budget {profile.budget} "
+                  f"({opts['--acceptance']}; {model})")
         if pred.get("coding") and not pred["failure"]:
             print(_coding_line(pred["coding"]))
         if pred.get("breakdown"):

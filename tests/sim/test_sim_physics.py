@@ -195,7 +195,9 @@ def test_chain_numbers_come_from_the_engines_flags_and_the_model_as_it_loads_it(
     vllm = {"spec": {"algorithm": "ngram", "budget": 4, "ngram_n_min": 2, "render": {"vllm": {"args": {
         "--speculative-config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                                  "prompt_lookup_min": 2}}}}}, "server": {"name": "vllm", "flavor": "vllm"}}
-    assert chain_keys(vllm) == {"chain_n_max": 4, "chain_floor": 0, "lookup_key": 2, "draft_p_min": None}
+    # vLLM's proposer drafts its whole budget on a hit; its hit rate is fitted at its own shortest key
+    assert chain_keys(vllm) == {"chain_n_max": 4, "chain_floor": 0, "lookup_key": 2, "draft_p_min": None,
+                                "lookup_reference": 2, "full_draft": True}
     llama = {"spec": {"algorithm": "ngram", "budget": 16, "render": {"llamacpp": {"args": {
         "--spec-ngram-mod-n-max": 16, "--spec-ngram-mod-n-min": None, "--spec-ngram-mod-n-match": None}}}},
         "server": {"name": "llamacpp"}}

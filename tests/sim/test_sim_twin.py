@@ -204,7 +204,7 @@ def test_bands_widen_away_from_the_measured_points() -> None:
         return cells[0]["output_tok_s_high"] / cells[0]["output_tok_s_low"]
 
     measured_cell = rel_width("hardware=b300")
-    assert measured_cell < 1.15  # fitted there
+    assert measured_cell < 1.2  # fitted there: the band of one run on a box whose runs scatter 4.2%
     assert rel_width("hardware=b300", ctx=4096, conc=64) > measured_cell
     assert rel_width("hardware=h200") > 1.5  # no calibration: the priors' own widths
 
