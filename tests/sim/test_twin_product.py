@@ -116,7 +116,8 @@ def test_a_cpu_box_without_its_measured_figures_is_refused(tmp_path: Path) -> No
     bad.write_text(json.dumps(doc))
     with pytest.raises(landscape.LandscapeError, match="mem_bw_tbs.*machine.perf"):
         measured.landscape_points(bad)
-    assert measured.load([bad]).skipped and not measured.load([bad]).points
+    loaded = measured.load([bad])  # named as a bad file (skipped <path>: <why>), nothing of it used
+    assert not loaded.points and [b.path for b in loaded.bad] == [bad] and "machine.perf" in str(loaded.bad[0])
     with pytest.raises(ConfigError, match=r"^hardware\.perf\.mem_bw_tbs: a CPU box needs its measured figures"):
         predict(composed("server=llamacpp", "hardware.perf.mem_bw_tbs=null", "hardware.perf.figures=config"))
 
