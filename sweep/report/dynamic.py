@@ -44,7 +44,7 @@ from sweep.report.compare import Row, build_groups
 from sweep.report.schedule import Entry, Level, _entry, _rank, correct, overrides_of
 from sweep.score import configs as score_configs
 from sweep.score.metrics import load_of, ok_cells, slo_of
-from sweep.score.noise import spread_of
+from sweep.score.noise import Candidate, spread_of, with_spread
 from sweep.slo import Slo
 
 FORMAT = "specsweep.dynamic/1"
@@ -275,8 +275,10 @@ def derive(docs: Sequence[TrialResult], sources: Sequence[str] | None = None, *,
                     entries = [_entry(r, cells[id(r)][x], judge) for r in members if x in cells[id(r)]]
                     if len([e for e in entries if not e.row.is_baseline]) == 0:
                         continue
+                    for e in entries:  # the interval judged with, as the schedule's (never below the spread's)
+                        e.ci = with_spread(Candidate(e, e.tok_s, e.ci, e.n), spread).ci
                     lv = Level(load=x, entries=entries, baseline=next((e for e in entries if e.row.is_baseline), None))
-                    _rank(lv, spread)
+                    _rank(lv, None)
                     levels.append(lv)
                 if not levels:
                     continue
@@ -290,6 +292,8 @@ def derive(docs: Sequence[TrialResult], sources: Sequence[str] | None = None, *,
                 t.bands = _bands(t.choices)
                 ns = sorted({e.n for lv in levels for e in lv.entries})
                 t.noise = (f"95% intervals over {ns[0]}{'' if len(ns) == 1 else f'-{ns[-1]}'} measurements per cell"
+                           + (f", never narrower than the box's spread gives ({spread:.1%} per measurement)"
+                              if spread else "")
                            if ns and ns[0] > 1 else "some cells measured once: "
                            + (f"judged with the box's spread ({spread:.1%})" if spread else "noise unknown"))
                 t.notes = _notes(t)

@@ -48,7 +48,7 @@ from typing import Any, Sequence
 from sweep.record.result import Cell, TrialResult
 from sweep.report.compare import Group, Row, build_groups
 from sweep.score.metrics import cell_goodput, load_of, ok_cells, slo_of
-from sweep.score.noise import Candidate, Ties, spread_of, tied_within_noise
+from sweep.score.noise import Candidate, Ties, spread_of, tied_within_noise, with_spread
 from sweep.slo import Slo
 
 FORMAT = "specsweep.schedule/1"
@@ -215,7 +215,11 @@ class Schedule:
         """What the verdicts were judged with, in one line."""
         ns = sorted({e.n for lv in self.levels for e in lv.entries})
         if ns and ns[0] > 1:
-            return f"95% intervals over {ns[0]}{'' if len(ns) == 1 else f'-{ns[-1]}'} measurements per cell"
+            over = f"95% intervals over {ns[0]}{'' if len(ns) == 1 else f'-{ns[-1]}'} measurements per cell"
+            if self.spread is not None:
+                over += (f", never narrower than the box's spread gives ({self.spread:.1%} per measurement: "
+                         "hardware.spread, a landscape's rounds, the simulator's server.sim.noise)")
+            return over
         if self.spread is not None:
             return (f"cells measured once judged with the box's spread, {self.spread:.1%} per measurement "
                     "(hardware.spread; the simulator's server.sim.noise)")
@@ -363,14 +367,14 @@ def schedules_of(group: Group, slo: Slo | None = None) -> list[Schedule]:
         levels = []
         for x in keep:
             entries = [_entry(r, cells[id(r)][x], slo) for r in rows if x in cells[id(r)]]
+            for e in entries:  # the interval judged with: never narrower than the box's spread gives
+                e.ci = with_spread(Candidate(e, e.tok_s, e.ci, e.n), spread).ci
             lv = Level(load=x, entries=entries, baseline=next((e for e in entries if e.row.is_baseline), None))
-            _rank(lv, spread)
+            _rank(lv, None)
             levels.append(lv)
         curves = {r.name: [(x, float(c.output_tok_s or 0.0), _entry(r, c, None).ci)
                            for x, c in sorted(cells[id(r)].items())] for r in rows if cells[id(r)]}
-        once = any(e.n == 1 and e.ci is None for lv in levels for e in lv.entries)
-        sched = Schedule(group, ctx, "rate" if rate else "concurrency", slo, levels, curves, rows,
-                         spread=spread if once else None)
+        sched = Schedule(group, ctx, "rate" if rate else "concurrency", slo, levels, curves, rows, spread=spread)
         sched.bands = _bands(levels)
         sched.crossovers = _crossovers(levels)
         out.append(sched)

@@ -105,10 +105,23 @@ def spread_of(result: TrialResult) -> float | None:
 
 
 def with_spread(c: Candidate[K], spread: float | None) -> Candidate[K]:
-    """A candidate measured once gets the interval the box's spread gives one measurement."""
-    if c.ci is not None or spread is None:
+    """The candidate's interval where the box's spread is known.
+
+    Measured once: the interval the spread gives one measurement. Measured twice: a t-interval of
+    two values rests on one degree of freedom (t = 12.7) and says little either way; the box's
+    spread, measured over many cells, is the better estimate of one measurement's scatter -- so the
+    interval is the wider of the spread's and the two values' own (both with the normal quantile,
+    over sqrt(2)). Three or more: the t-interval, never narrower than the spread's."""
+    if spread is None:
         return c
-    half = Z975 * spread * abs(c.value)
+    n = max(1, c.n)
+    floor = Z975 * spread * abs(c.value) / math.sqrt(n)
+    if c.ci is None:
+        return Candidate(c.key, c.value, (c.value - floor, c.value + floor), c.n)
+    own = (c.ci[1] - c.ci[0]) / 2.0
+    if n == 2:
+        own = own / t975(1) * Z975  # the pair's own scatter with the normal quantile
+    half = max(own, floor)
     return Candidate(c.key, c.value, (c.value - half, c.value + half), c.n)
 
 
@@ -161,6 +174,9 @@ def _basis(cands: Sequence[Candidate[K]], spread: float | None) -> str:
         n = sorted({c.n for c in own})
         counts = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
         return f"95% intervals over {counts} measurements"
+    if spread is not None and own:
+        return (f"95% intervals over the measurements, at least the box's spread ({spread:.1%} per "
+                "measurement)")
     if spread is not None:
         return (f"95% intervals; configs measured once judged with the box's spread "
                 f"({spread:.1%} per measurement)")

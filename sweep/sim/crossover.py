@@ -64,13 +64,14 @@ class Level:
 
 def tie_margin(noise: float, repeats: int) -> float:
     """How far apart (log) two configs' predicted tok/s must be for ``repeats`` runs of each to tell
-    them apart with the schedule's rule (their 95% t-intervals do not overlap: sweep.score.noise),
-    one run scattering ``noise`` (log sd). A single run cannot tell anything apart: infinite."""
-    from sweep.stats import t975
+    them apart with the schedule's rule (their 95% intervals do not overlap: sweep.score.noise), one
+    run scattering ``noise`` (log sd, the box's measured spread). As that rule does: one or two runs
+    are judged with the box's spread and the normal quantile, three or more with the t-quantile."""
+    from sweep.stats import Z975, t975
 
-    if repeats < 2:
-        return float("inf")
-    return 2.0 * t975(repeats - 1) * noise / math.sqrt(repeats)
+    n = max(1, int(repeats))
+    q = Z975 if n <= 2 else t975(n - 1)
+    return 2.0 * q * noise / math.sqrt(n)
 
 
 @dataclass

@@ -253,6 +253,25 @@ def _spec_group(cfg: Mapping[str, Any]) -> str:
     return str(cfg.get("spec") or "none")
 
 
+def box_spread(land: Landscape) -> tuple[float, int] | None:
+    """The recording box's run-to-run spread: the median, over every cell measured in two or more
+    rounds, of the relative standard deviation of one round's output tok/s (and how many cells).
+    None: no cell has two rounds. The rounds are rotated and interleaved, so this is the noise one
+    measurement on this box carries -- what ``hardware.spread`` declares, measured."""
+    import statistics
+
+    by: dict[tuple[str, str, Any, Any], list[float]] = {}
+    for run in land.doc.get("runs") or []:
+        if not isinstance(run, Mapping) or run.get("status") != "ok":
+            continue
+        for c in run.get("cells") or []:
+            if isinstance(c, Mapping) and isinstance(c.get("output_tok_s"), (int, float)) and c["output_tok_s"] > 0:
+                key = (str(run.get("config")), str(run.get("workload")), c.get("context"), c.get("concurrency"))
+                by.setdefault(key, []).append(float(c["output_tok_s"]))
+    cvs = [statistics.stdev(v) / statistics.fmean(v) for v in by.values() if len(v) > 1]
+    return (statistics.median(cvs), len(cvs)) if cvs else None
+
+
 def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
     """The landscape as result documents, one per trial it ran (source, TrialResult): every round of
     every config and workload where the file keeps them (``runs``), else one per config and workload
@@ -264,6 +283,9 @@ def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
     workloads = land.doc.get("workloads") or {}
     runs = land.doc.get("runs")
     entries: list[dict[str, Any]] = []
+    # the box's spread measured over the rounds judges cells measured only once or twice (a
+    # hardware.spread the recording declared itself wins)
+    measured_spread = box_spread(land)
     if isinstance(runs, list) and runs:
         entries = [r for r in runs if isinstance(r, dict)]
     else:  # older files: the points, merged over the rounds, one document per config and workload
@@ -281,6 +303,9 @@ def trial_docs(land: Landscape) -> list[tuple[str, Any]]:
         wl: Mapping[str, Any] = workloads[wname] if isinstance(workloads.get(wname), Mapping) else {"name": wname}
         config = {**{k: composed.get(k) for k in ("hardware", "model", "spec", "server")},
                   "workload": dict(wl), "objective": _OBJECTIVE}
+        hw_node = config.get("hardware")
+        if measured_spread is not None and isinstance(hw_node, Mapping) and not hw_node.get("spread"):
+            config["hardware"] = {**hw_node, "spread": round(measured_spread[0], 4)}
         keep = {f.name for f in Cell._fields()}
         cells = [Cell.from_dict({k: v for k, v in c.items() if k in keep or k.endswith("_runs")})
                  for c in run.get("cells") or [] if isinstance(c, Mapping)]
