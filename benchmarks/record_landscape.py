@@ -180,11 +180,28 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
     else:
         cmd = [sys.executable, "-m", "sweep", *common, f"workload={workloads[0]}", f"hydra.run.dir={run_dir}"]
     with open(run_dir / "stdout.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT)
         try:
-            subprocess.run(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pass
+            _stop(proc)
+        except BaseException:  # Ctrl-C, SIGTERM: the trial records itself interrupted and stops its server
+            _stop(proc)
+            raise
     return results()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a trial the way a user's Ctrl-C would (it stops its own server), then for good."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +437,6 @@ def summary(path: Path) -> list[str]:
     interval over the rounds (its copies pooled: sweep/score/configs.py), its accept length, its
     speedup over the autoregressive baseline with an interval, greedy identity; then the box's
     measured spread (the median relative SD of one round's tok/s), what ``hardware.spread`` takes."""
-    import statistics
 
     from sweep.score.configs import pool
     from sweep.score.metrics import metrics
@@ -431,8 +447,16 @@ def summary(path: Path) -> list[str]:
     for _, d in docs:
         d.metrics = metrics(d)
     pooled = pool([d for _, d in docs], [s for s, _ in docs])
+    from sweep.score.noise import Candidate, with_spread
+
+    measured = landscape.box_spread(land)
+    box = measured[0] if measured else None
+
+    def judged(c: Any) -> tuple[float, float] | None:
+        """The interval the schedule judges the cell with (never narrower than the box's spread)."""
+        ci = tuple(c.output_tok_s_ci) if c.output_tok_s_ci else None
+        return with_spread(Candidate(None, float(c.output_tok_s), ci, int(c.repeats or 1)), box).ci
     lines: list[str] = []
-    cvs: list[float] = []
     for wname in land.doc.get("workloads") or {}:
         rows = [p for p in pooled if p.doc is not None and p.doc.ok
                 and p.doc.config_section("workload").get("name") == wname]
@@ -447,18 +471,16 @@ def summary(path: Path) -> list[str]:
                 cell = next((c for c in p.doc.cells if c.concurrency == conc), None)
                 if cell is None or cell.output_tok_s is None:
                     continue
-                runs = cell.output_tok_s_runs or [cell.output_tok_s]
-                if len(runs) > 1 and statistics.fmean(runs) > 0:
-                    cvs.append(statistics.stdev(runs) / statistics.fmean(runs))
-                ci = cell.output_tok_s_ci
+                ci = judged(cell)
                 tok = f"{cell.output_tok_s:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
                 ratio = "-"
                 if ref is not None and ref.output_tok_s:
                     r = cell.output_tok_s / ref.output_tok_s
                     rel = 0.0
                     for c in (cell, ref):
-                        if c.output_tok_s_ci and c.output_tok_s:
-                            rel += ((c.output_tok_s_ci[1] - c.output_tok_s_ci[0]) / 2 / c.output_tok_s) ** 2
+                        cci = judged(c)
+                        if cci and c.output_tok_s:
+                            rel += ((cci[1] - cci[0]) / 2 / c.output_tok_s) ** 2
                     ratio = f"{r:.2f}x" + (f" [{r * (1 - rel ** 0.5):.2f}, {r * (1 + rel ** 0.5):.2f}]"
                                            if rel and p is not base else "")
                 same = p.doc.metrics.greedy_identical
@@ -466,9 +488,10 @@ def summary(path: Path) -> list[str]:
                 lines.append(f"| {p.name} | {conc} | {cell.repeats or 1} | {tok} | {acc} | {ratio} | "
                              f"{'-' if same is None else f'{same:.2f}'} |")
         lines.append("")
-    if cvs:
-        lines.append(f"box spread: median relative SD of one round's tok/s over {len(cvs)} cells = "
-                     f"{statistics.median(cvs):.3f} (hardware.spread)")
+    if measured is not None:
+        lines.append(f"box spread: median relative SD of one round's tok/s over {measured[1]} cells = "
+                     f"{measured[0]:.3f}; the intervals above are the ones the schedule and the report judge "
+                     "with: over the rounds, never narrower than this spread gives (sweep/score/noise.py)")
     return lines
 
 
