@@ -42,7 +42,6 @@ import argparse
 import math
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -51,6 +50,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from launchers.local import run_tied  # noqa: E402 - after the path above
 
 LOOKUP = ("spec.ngram_n_max=4", "spec.ngram_n_min=2")
 
@@ -72,7 +73,7 @@ def measure(args: argparse.Namespace, measure_dir: Path) -> Path:
            "--work", str(args.work / "measure-runs"), f"workload.requests_per_cell={args.requests}",
            f"workload.min_requests={args.requests}", *args.extra]
     print(f"[measure] {len(ids)} configs x {args.measure_rounds} round(s): {' '.join(cmd[2:])}", flush=True)
-    code = subprocess.run(cmd, check=False).returncode
+    code = run_tied(cmd)  # a killed benchmark leaves no trial or server behind
     if code != 0 or not out.is_file():
         raise SystemExit(f"measurement failed (exit {code}): see {args.work / 'measure-runs'}")
     return out
@@ -117,7 +118,7 @@ def verify(args: argparse.Namespace, measure_dir: Path) -> int:
     cmd = [sys.executable, "-m", "sweep.verify_dynamic", "--dir", str(measure_dir), "--rounds", str(args.rounds),
            "--statics", args.statics, *over]
     print(f"[verify] {' '.join(cmd[2:])}", flush=True)
-    return subprocess.run(cmd, check=False, cwd=args.work).returncode
+    return run_tied(cmd, cwd=args.work)
 
 
 def lines(measure_dir: Path, tables: list[Any]) -> list[str]:

@@ -180,28 +180,13 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
     else:
         cmd = [sys.executable, "-m", "sweep", *common, f"workload={workloads[0]}", f"hydra.run.dir={run_dir}"]
     with open(run_dir / "stdout.log", "w") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            proc.wait(timeout=timeout)
+        from launchers.local import run_tied
+
+        try:  # tied to us: a stopped or killed recording leaves no trial or server behind
+            run_tied(cmd, cwd=run_dir, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:
-            _stop(proc)
-        except BaseException:  # Ctrl-C, SIGTERM: the trial records itself interrupted and stops its server
-            _stop(proc)
-            raise
+            pass
     return results()
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a trial the way a user's Ctrl-C would (it stops its own server), then for good."""
-    import signal
-
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:

@@ -51,6 +51,27 @@ def _pdeathsig_preexec(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
+def run_tied(cmd: list[str], *, timeout: float | None = None, stop_grace_s: float = 90.0, **popen: Any) -> int:
+    """Run a child command (a ``python -m sweep`` trial a controller drives) tied to this process:
+    the kernel SIGTERMs it the moment we die, however (PR_SET_PDEATHSIG: a SIGKILLed controller
+    too); a Ctrl-C or exception here sends it SIGTERM -- it records itself interrupted and stops its
+    own server -- and SIGKILL after ``stop_grace_s``; past ``timeout`` the same, then TimeoutExpired.
+    Its exit status."""
+    preexec = _pdeathsig_preexec(os.getpid()) if _prctl is not None else None
+    proc = subprocess.Popen(cmd, preexec_fn=preexec, **popen)  # noqa: PLW1509 - prctl only, no allocation
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=stop_grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+
+
 _DEFERRED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 

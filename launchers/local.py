@@ -68,7 +68,7 @@ from launchers import _state
 from launchers._local_kept import KeptServers
 from launchers._local_log import append_note, read_from, start_pump
 from launchers._local_process import (  # noqa: F401 - FORCE_QUIT_AFTER_S, group_alive, spawn: public here
-    FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, signals_deferred, spawn, terminate_group)
+    FORCE_QUIT_AFTER_S, group_alive, pgid_of, port_in_use, run_tied, signals_deferred, spawn, terminate_group)
 from launchers._reaper import MARK_ENV, Reaper
 from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, said, tail

@@ -248,8 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 print(f"[round {rnd}/{args.rounds}] {u.label}: {' '.join(cmd[3:])}", flush=True)
                 run_dir.mkdir(parents=True, exist_ok=True)
+                from launchers.local import run_tied
+
                 with open(run_dir / "verify.log", "a") as log:
-                    code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+                    # tied to us: a killed verification leaves no trial or server behind
+                    code = run_tied(cmd, stdout=log, stderr=subprocess.STDOUT)
                 if code != 0:
                     print(f"  exit {code}: see {run_dir / 'verify.log'}", file=sys.stderr)
     if args.dry_run:
