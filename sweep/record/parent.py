@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol
 
 from sweep import secrets
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 from sweep.record._params import flatten_params
 from sweep.record._run_content import TAG_KIND, TAG_SWEEP_KEY, git_sha, sweep_key
 
@@ -52,8 +52,8 @@ def sweep_id(sweep_dir: Path) -> str:
 
 def read_parent_file(sweep_dir: Path) -> dict[str, Any]:
     """The sweep's record; ``{}`` when there is none or it is not one (read through
-    :mod:`sweep.readback`: a FIFO or a device in its place is never opened)."""
-    from sweep import readback
+    :mod:`sweep.io.readback`: a FIFO or a device in its place is never opened)."""
+    from sweep.io import readback
 
     path = Path(sweep_dir) / PARENT_FILE
     if not path.exists():

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from sweep import secrets
 from sweep.errors import EXIT_FAILED, SweepError
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 from sweep.compose.settings import Mlflow
 from sweep.record import _tracking_off
 from sweep.record import parent as _parent
@@ -284,7 +284,7 @@ class Tracker:
         elif isinstance(result, dict):
             result["mlflow"] = info.to_dict()
         path = job_dir / RESULT_FILE
-        from sweep import readback
+        from sweep.io import readback
 
         try:  # the file as it is on disk, through the reader of files read back (never a FIFO, bounded)
             doc = readback.read_json(path)
