@@ -176,8 +176,9 @@ class SweepCallback(Callback):
         self._open_parent = None
         try:
             from sweep.record.tracking import Tracker
+            from sweep.report.mlflow_artifacts import sweep_artifacts
 
-            Tracker(settings).end_parent(sweep_dir, "KILLED")
+            Tracker(settings).end_parent(sweep_dir, "KILLED", artifacts=sweep_artifacts)
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
 
@@ -266,8 +267,10 @@ class SweepCallback(Callback):
             if settings.enabled and not config.get("dry_run"):
                 try:
                     from sweep.record.tracking import Tracker
+                    from sweep.report.mlflow_artifacts import sweep_artifacts
 
-                    Tracker(settings).end_parent(sweep_dir)
+                    # the report makes the parent run's plots, table and metrics; the record uploads them
+                    Tracker(settings).end_parent(sweep_dir, artifacts=sweep_artifacts)
                 except Exception as exc:  # noqa: BLE001
                     log.warning("MLflow parent run not closed: %s", exc)
             if self._lock is not None:

@@ -435,7 +435,10 @@ def _record(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -
 
         tracker = Tracker(cfg.mlflow)
         parent = tracker.parent_for(ctx.sweep_dir) if ctx.sweep_dir else None
-        tracker.log_trial(doc, ctx.job_dir, parent_run_id=parent)
+        from sweep.report.mlflow_artifacts import trial_plots
+
+        # the plots _plots drew into the job dir (drawn here when it could not), handed to the record
+        tracker.log_trial(doc, ctx.job_dir, parent_run_id=parent, plots=trial_plots)
     except Exception as exc:  # noqa: BLE001 - tracking is best effort by design
         log.warning("MLflow logging failed (%s); result kept at %s, run `python -m sweep.sync`",
                     secrets.mask_text(str(exc)), path)
