@@ -10,7 +10,7 @@ configs kept with their reason) is a truth no twin wrote. Replaying it:
 * a **measurement** of a point draws one of its recorded repeats
   (``output_tok_s_runs``; without them the recorded mean), so the search sees
   the box's own run-to-run noise; SLO verdicts are judged from the point's
-  ``latencies`` rows (``sweep.slo``; else its p90 TPOT), each scaled by the
+  ``latencies`` rows (``sweep.stats.slo``; else its p90 TPOT), each scaled by the
   drawn repeat's speed;
 * the **truth** is the recorded mean of every point.
 
@@ -149,7 +149,7 @@ class Replay:
 
     def meets(self, cid: str, band: tuple[Any, int, int], speed: float = 1.0) -> bool:
         """The point meets the TPOT SLO (its latency rows at the SLO's 90%, scaled by a repeat's speed)."""
-        from sweep.slo import Slo, judge
+        from sweep.stats.slo import Slo, judge
 
         p = self.points.get((cid, band))
         if p is None:

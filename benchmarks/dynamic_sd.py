@@ -83,7 +83,7 @@ def derive_tables(measure_dir: Path, budgets: list[int]) -> list[Any]:
     """Step 2: each workload's table of the n-gram lookup-4/2 family, written as dynamic-vllm.yaml."""
     import yaml
 
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
     from sweep.report.dynamic import derive
     from sweep.report.dynamic_export import document, text_lines
     from sweep.schedule import _landscapes

@@ -79,6 +79,7 @@ def worker(job_src: Path, store: Path, first: int, count: int) -> None:
     """Log ``count`` distinct copies of the result; print one wall time per line."""
     src_doc = json.loads((job_src / "result.json").read_text())
     from sweep.record.tracking import Tracker
+    from sweep.report.mlflow_artifacts import trial_plots
 
     settings = {"enabled": True, "tracking_uri": f"sqlite:///{store / 'mlflow.db'}", "experiment": "specsweep"}
     for k in range(first, first + count):
@@ -89,7 +90,8 @@ def worker(job_src: Path, store: Path, first: int, count: int) -> None:
         doc["mlflow"] = {"run_id": None, "synced": False}
         (job / "result.json").write_text(json.dumps(doc))
         t0 = time.perf_counter()
-        run_id = Tracker(settings).log_trial(doc, job, parent_run_id=None)  # what sweep.trial.run._record does
+        # what sweep.trial.run._record does
+        run_id = Tracker(settings).log_trial(doc, job, parent_run_id=None, plots=trial_plots)
         wall = time.perf_counter() - t0
         if not run_id:
             sys.exit("log_trial returned no run id (see the warning above)")

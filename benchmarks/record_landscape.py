@@ -138,9 +138,9 @@ def _machine(perf: dict[str, Any]) -> dict[str, Any]:
 
 
 def _result(path: Path) -> dict[str, Any] | None:
-    """A trial's result.json through the project's reader (sweep.readback: regular, bounded, every
+    """A trial's result.json through the project's reader (sweep.io.readback: regular, bounded, every
     value checked); None when there is none or it is not one (the trial runs again)."""
-    from sweep import readback
+    from sweep.io import readback
     from sweep.record.result import check_document
 
     if not path.exists():

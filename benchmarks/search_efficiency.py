@@ -502,7 +502,7 @@ def _main(argv: list[str] | None = None) -> int:
                          "itself unless --truth perturbed)")
     ap.add_argument("--override", action="append", default=[],
                     help="extra Hydra override for every strategy, e.g. hydra.sweeper.prescreen.top_k=6")
-    from sweep import plugins
+    from sweep.cli import plugins
     from sweep.compose import arguments
 
     plugins.register()  # --override lines are checked with the Optuna sweeper, as it runs them

@@ -58,7 +58,7 @@ def coding_lines(files: list[Path], fitted: dict) -> list[str]:
     from sweep.sim.predict import predict_coding
 
     lines = []
-    from sweep import readback
+    from sweep.io import readback
 
     for path in files:
         doc = readback.read_json(path)  # a file the fit already read through the same reader
@@ -292,7 +292,7 @@ def main() -> int:
         article(args.measured)
         gpu_bands(args.level)
     from sweep.errors import ConfigError
-    from sweep.readback import Invalid, Skipped
+    from sweep.io.readback import Invalid, Skipped
     from sweep.sim.landscape import LandscapeError
 
     pooled = []

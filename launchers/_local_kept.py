@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from launchers import _state
 from launchers.classify import hint
 from launchers.readiness import check_health, health_paths
-from sweep.atomic import now_iso
+from sweep.io.atomic import now_iso
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings

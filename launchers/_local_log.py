@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterable
 
 from sweep import secrets
-from sweep.atomic import DiskFull, no_room, now_iso
+from sweep.io.atomic import DiskFull, no_room, now_iso
 
 # Records keep the logger name they had before this module was split out of launchers.local.
 logger = logging.getLogger("launchers.local")

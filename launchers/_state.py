@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 
 if TYPE_CHECKING:
     from sweep.launch import LauncherSettings

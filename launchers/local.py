@@ -74,7 +74,7 @@ from launchers.base import LaunchFailure, ServerHandle, ServerLauncher
 from launchers.classify import classify, hint, said, tail
 from launchers.readiness import check_health, fetch_info, health_paths, wait_ready
 from sweep import secrets
-from sweep.atomic import now_iso
+from sweep.io.atomic import now_iso
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings

@@ -20,7 +20,7 @@ import httpx
 
 from launchers.base import LaunchFailure
 from sweep import secrets
-from sweep.bounded_http import BoundedTransport
+from sweep.io.bounded_http import BoundedTransport
 
 # One health request never blocks longer than this: a hung server must not
 # stall crash detection or overshoot the deadline.

@@ -5,7 +5,7 @@ launch/reuse -> benchmark -> record -> score, one package per stage
 (docs/ARCHITECTURE.md: the layers). Public API: the typed config
 (:mod:`sweep.compose.config`), the renderer (:mod:`sweep.compose.render`),
 the result file (:mod:`sweep.record.result`), the task function behind
-``python -m sweep`` (:mod:`sweep.app`).
+``python -m sweep`` (:mod:`sweep.cli.app`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ def _hydra_passes_errors_on() -> None:
 
 
 def _run(boundary: object) -> int:
-    from sweep import errors, plugins, secrets
+    from sweep import errors, secrets
+    from sweep.cli import plugins
     from sweep.compose import cmdline
     from sweep.trial import rerun
 
@@ -38,7 +39,7 @@ def _run(boundary: object) -> int:
         return 0
     # the same multirun again: in its unfinished sweep dir (sweep/trial/rerun.py)
     sys.argv[1:] = rerun.choose(sys.argv[1:], fresh)
-    from sweep import app
+    from sweep.cli import app
 
     boundary.work_started()  # type: ignore[attr-defined]
     try:
@@ -47,7 +48,7 @@ def _run(boundary: object) -> int:
         if isinstance(exc, KeyboardInterrupt) or isinstance(errors.cause(exc), errors.Interrupted):
             raise rerun.interrupted(exc) from None
         raise
-    return app.exit_status()  # 1 when the trial failed (every trial, for a multirun): sweep/app.py
+    return app.exit_status()  # 1 when the trial failed (every trial, for a multirun): sweep/cli/app.py
 
 
 def main() -> None:

@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise errors.ConfigError("results", f"no such file or directory: {path}")
     from sweep.sim import calfile, constants, fit, measured
 
-    from sweep.readback import Skipped
+    from sweep.io.readback import Skipped
 
     loaded = measured.load(args.results)
     for path, why in loaded.skipped:

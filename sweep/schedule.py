@@ -24,7 +24,7 @@ and writes ``dynamic-<engine>.yaml`` beside ``schedule.yaml`` -- what
 ``python -m sweep.verify_dynamic --dir DIR`` checks against the static budgets and the baseline.
 ``--family TEXT`` keeps the families whose name contains TEXT.
 Exit status: 0; 1 when no trial finished, or when a result file was skipped (each named in one
-line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are scheduled); 2 on
+line on stderr, ``skipped <path>: <why>``: sweep/io/readback.py; the others are scheduled); 2 on
 bad input.
 """
 
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sweep.errors import ConfigError, command
-from sweep.slo import LIMITS, Slo
+from sweep.stats.slo import LIMITS, Slo
 
 FILENAME = "schedule.yaml"
 DYNAMIC = "dynamic-{engine}.yaml"
@@ -104,7 +104,7 @@ def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
         if path.name == "result.json" or not path.is_file() or not landscape.is_landscape(path):
             continue
         try:
-            docs = landscape.trial_docs(landscape.load(path))  # the one reader (sweep/readback.py)
+            docs = landscape.trial_docs(landscape.load(path))  # the one reader (sweep/io/readback.py)
         except (landscape.LandscapeError, ValueError, TypeError, KeyError) as exc:
             skipped.add(path, exc)
             continue
@@ -134,7 +134,7 @@ def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: 
         return
     import yaml
 
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
 
     path = write_atomic_text(args.dir / DYNAMIC.format(engine=args.export),
                              "# per-load speculation derived from measured cells (docs/deployment.md); "
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.schedule import build_schedules, schedule_document
     from sweep.report.schedule_text import print_schedules
 
-    from sweep.readback import Skipped
+    from sweep.io.readback import Skipped
 
     skipped = Skipped()  # each bad file: one line on stderr; the others are scheduled; exit 1
     found = sorted(iter_results(args.dir, on_error=skipped), key=lambda x: str(x[0]))
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return skipped.exit_code()
     import yaml
 
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
     from sweep.report.deployment_plots import deployment_plots
 
     doc = schedule_document(schedules, command=command.strip())

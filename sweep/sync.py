@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from sweep import secrets
     from sweep.record.sync import sync_dir
+    from sweep.report import mlflow_artifacts
 
     secrets.install_log_masking()
     console = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per file, never wrapped
@@ -53,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with console.status("syncing results to MLflow ...") as status:
         report = sync_dir(args.dir, tracking_uri=args.tracking_uri, experiment=args.experiment,
                           include_running=args.include_running, recorded_uri=args.recorded_uri,
-                          progress=lambda p: status.update(f"syncing {p} ..."))
+                          progress=lambda p: status.update(f"syncing {p} ..."),
+                          plots=mlflow_artifacts.trial_plots, artifacts=mlflow_artifacts.sweep_artifacts)
     for path, run_id in report.uploaded:
         console.print(f"[green]uploaded[/green] {path} -> run {run_id}")
     for path, run_id in report.linked:

@@ -189,7 +189,7 @@ def report(root: Path, tables: Sequence[dict[str, Any]] | None, command_line: st
     """Verdicts from every result under ``root/verify`` (and the export's tables to pick them)."""
     import yaml
 
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
     from sweep.record.result import iter_results
     from sweep.record.verify_run import log_verification
     from sweep.report.verify import verifications

@@ -74,7 +74,7 @@ def test_dry_run_ddtree_sglang(tmp_path) -> None:
 
 
 def test_sweeper_plugin_is_found_outside_the_repo(tmp_path) -> None:
-    """An editable install hides hydra_plugins from Hydra's scan; sweep.plugins registers it."""
+    """An editable install hides hydra_plugins from Hydra's scan; sweep.cli.plugins registers it."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

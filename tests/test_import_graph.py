@@ -25,22 +25,25 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sweep", "launchers", "hydra_plugins")
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # command modules: parse arguments, call the packages (and Hydra's entry points)
-    ("commands", ("sweep.__main__", "sweep.app", "sweep.callbacks", "sweep.plugins", "sweep.doctor",
+    # command modules: parse arguments, call the packages (and Hydra's entry points: sweep/cli/)
+    ("commands", ("sweep.__main__", "sweep.cli", "sweep.doctor",
                   "sweep.sync", "sweep.report.__main__", "sweep.sim.__main__", "sweep.calibrate", "sweep.schedule", "sweep.decide",
                   "sweep.verify_dynamic",
                   "sweep.engines.__main__", "hydra_plugins")),
-    ("trial", ("sweep.trial",)),  # one trial end to end
-    ("record", ("sweep.record",)),  # MLflow, sync, the parent run (uploads the report's plots)
+    ("trial", ("sweep.trial",)),  # one trial end to end (draws the trial's plots, hands them to record)
     ("report", ("sweep.report",)),  # tables and plots of results
+    ("record", ("sweep.record",)),  # MLflow, sync, the parent run (uploads what it is handed, never imports report)
     ("score", ("sweep.score",)),  # metrics, objective and feasibility, speedup, cost
     ("engines", ("sweep.engines",)),  # install engines and weights into the engines cache
     ("stages", ("launchers", "sweep.bench", "sweep.sim")),  # start servers, load them, simulate one
     ("result", ("sweep.record.result", "sweep.record._model")),  # the typed result file
     ("compose", ("sweep.compose",)),  # typed config, checks, render
-    ("leaves", ("sweep", "sweep.errors", "sweep.secrets", "sweep.atomic", "sweep.launch", "sweep.stats",
-                "sweep.slo", "sweep.dirlock", "sweep.bounded_http", "sweep.readback")),
+    # files and bounded network answers (sweep/io/), the statistics and the SLO rule (sweep/stats/)
+    ("leaves", ("sweep", "sweep.errors", "sweep.secrets", "sweep.launch", "sweep.io", "sweep.stats")),
 )
+# Loose modules of sweep/ besides __init__ and __main__: the commands a user types
+# (``python -m sweep.X``) and the few leaves; everything else lives in a package.
+MAX_LOOSE_MODULES = 10
 
 
 # ------------------------------------------------------------------------------ the graph
@@ -210,10 +213,30 @@ def test_every_module_has_a_layer() -> None:
 def test_launchers_import_only_sweeps_leaf_modules() -> None:
     """The launcher layer is a clean one: from sweep, only errors, secrets, atomic I/O, the launch."""
     _, graph = project_graph()
-    leaves = set(dict(LAYERS)["leaves"])
+    leaves = [n for n, _ in LAYERS].index("leaves")
     wrong = [f"{a} -> {b}" for (a, b) in graph if a.split(".")[0] == "launchers"
-             and b.split(".")[0] == "sweep" and b not in leaves]
+             and b.split(".")[0] == "sweep" and layer_of(b) != leaves]
     assert wrong == []
+
+
+def test_record_never_imports_report() -> None:
+    """Recording does not reach up into presentation: the trial and the Hydra callback draw the
+    plots and the HTML with sweep.report and hand them to sweep.record, which only uploads them."""
+    _, graph = project_graph()
+    wrong = [f"{a} -> {b}" for (a, b) in graph
+             if (a == "sweep.record" or a.startswith("sweep.record."))
+             and (b == "sweep.report" or b.startswith("sweep.report."))]
+    assert wrong == []
+    # and the layers say so too: record sits below report, so such an import is an upward one
+    assert layer_of("sweep.record.parent") > layer_of("sweep.report.plots")  # type: ignore[operator]
+    graph = edges({"sweep.record.parent": "from sweep.report import plots\n", "sweep.report.plots": ""}, {})
+    assert upward(graph) == ["sweep.record.parent -> sweep.report.plots: layer record imports layer report"]
+
+
+def test_sweep_has_few_loose_modules() -> None:
+    """sweep/ keeps the commands a user types and a few leaves; the rest lives in packages."""
+    loose = sorted(p.name for p in (ROOT / "sweep").glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, loose
 
 
 def test_nothing_in_sweep_imports_a_private_launcher_module() -> None:

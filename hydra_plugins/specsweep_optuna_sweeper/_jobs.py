@@ -96,7 +96,7 @@ class JobsRunner:
             self._done.append((run, failed("submit_failed", str(exc))))
             return
         run.info["job_id"] = job_id
-        from sweep.atomic import now_iso
+        from sweep.io.atomic import now_iso
 
         run.info["submitted"] = now_iso()
         run.trial.set_user_attr("slurm_job_id", job_id)
@@ -168,7 +168,7 @@ class JobsRunner:
         """A job that ended without a finished result leaves one, ``failed`` with the reason, as a trial
         that fails in this process does: the report, sync and the exit status (every trial failed: 1)
         then mean the same with and without SLURM. A result the trial began (``running``) keeps its cells."""
-        from sweep.atomic import now_iso
+        from sweep.io.atomic import now_iso
         from sweep.record.result import Failure, TrialInfo, TrialResult
 
         path = job_dir / "result.json"

@@ -31,7 +31,7 @@ def finish(sweep_dir: Path, rounds: int, engine: str) -> None:
     """Derive, print and write the table; verify it when ``rounds`` (else print how)."""
     import yaml
 
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
     from sweep.record.result import iter_results
     from sweep.report.dynamic import derive
     from sweep.report.dynamic_export import ENGINES, document, text_lines

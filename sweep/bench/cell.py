@@ -35,8 +35,8 @@ Definitions (per cell, over the measured phase only):
   (:mod:`sweep.bench.acceptance`).
 * ``errors`` / ``error_kinds``: failed requests, counted and shown.
 * ``slo_attainment``, ``goodput_req_s``, ``goodput_tok_s``: the cell judged
-  against ``objective.slo`` (:mod:`sweep.slo`; None without one);
-  ``latencies``: one row per successful request (``sweep.slo.LATENCY_FIELDS``,
+  against ``objective.slo`` (:mod:`sweep.stats.slo`; None without one);
+  ``latencies``: one row per successful request (``sweep.stats.slo.LATENCY_FIELDS``,
   at most ``LATENCY_CAP`` evenly sampled) so any other SLO can be judged later
   from the result file alone.
 """
@@ -50,7 +50,7 @@ from typing import Any, Iterable, Sequence
 from sweep.bench.acceptance import accept_len_of, spec_sums
 from sweep.bench.request import RequestResult
 from sweep.record.result import Cell
-from sweep.slo import LATENCY_CAP, Slo, judge, sample, sig4
+from sweep.stats.slo import LATENCY_CAP, Slo, judge, sample, sig4
 
 # Cell fields the trial adds after the benchmark (sweep.score.cost): not the benchmark's to fill.
 TRIAL_ADDS = ("usd_per_mtok",)

@@ -118,7 +118,7 @@ def make_admin_client(base_url: str, *, api_key: str | None = None, timeout_s: f
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     # trust_env=False: an HTTP(S)_PROXY meant for the internet must not carry benchmark traffic.
-    from sweep.bounded_http import AsyncBoundedTransport
+    from sweep.io.bounded_http import AsyncBoundedTransport
 
     # the transport carries verify (a client's own verify is not used with a transport given)
     return httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, trust_env=False,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from sweep.bench.serverstats import CounterProbe
     from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
-    from sweep.slo import Slo
+    from sweep.stats.slo import Slo
 
 async def flush_cache(client: "httpx.AsyncClient", path: str = "/flush_cache", attempts: int = 5) -> str:
     """POST ``path`` (GET on 405): ``ok``, ``unsupported`` (404) or ``failed``.
@@ -339,7 +339,7 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                counters: "CounterProbe | None" = None,
                cache_kept: bool = True, flush_path: str | None = "/flush_cache") -> list[CellResult]:
     """Run every cell of ``plan`` (default: the workload's context x concurrency matrix) against
-    ``base_url``; cells are judged against ``slo`` (:mod:`sweep.slo`) when it is given.
+    ``base_url``; cells are judged against ``slo`` (:mod:`sweep.stats.slo`) when it is given.
 
     Synchronous entry point (runs its own event loop; from inside a running
     loop it uses a helper thread). Never raises for request failures: they

@@ -6,7 +6,7 @@ What the people who size deployments ask their tools for (GuideLLM's
 ladder of loads but the edge. The search (``workload.max_load``):
 
 1. **double** from ``start`` while the load meets the SLO (attainment >=
-   ``objective.slo.percentile`` / 100, :mod:`sweep.slo`), up to ``max``;
+   ``objective.slo.percentile`` / 100, :mod:`sweep.stats.slo`), up to ``max``;
    when even ``start`` misses, halve instead (a rate may start too high;
    concurrency stops at 1);
 2. **bisect** between the highest load that met it and the lowest that
@@ -34,7 +34,7 @@ from sweep.bench.loadplan import LoadPoint, requests_at
 if TYPE_CHECKING:
     from sweep.bench.cell import CellResult
     from sweep.compose.config import Workload
-    from sweep.slo import Slo
+    from sweep.stats.slo import Slo
 
 
 @dataclass

@@ -98,7 +98,7 @@ def fetch_metrics(base_url: str, api_key: str | None = None, *, timeout_s: float
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        from sweep.bounded_http import BoundedTransport
+        from sweep.io.bounded_http import BoundedTransport
 
         with httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s,
                           trust_env=False, transport=BoundedTransport(total_s=2 * timeout_s)) as client:

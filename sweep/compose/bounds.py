@@ -568,7 +568,7 @@ def _as_outfile(key: str, value: Any, rule: Rule) -> str:
 
 def _as_slo_limit(key: str, value: Any, rule: Rule) -> str:
     """``LIMIT=MS`` (``--slo tpot_ms=50``): the limit's value by the rule of ``objective.slo.<LIMIT>``."""
-    from sweep.slo import LIMITS
+    from sweep.stats.slo import LIMITS
 
     key = key.split("[")[0]  # --slo, not --slo[0]: the limit names itself
     text = _as_text(key, value, rule)
@@ -737,9 +737,9 @@ _VALUE_KINDS = frozenset({"int", "float", "bool", "enum", "str", "name", "user",
 
 def check_recorded(cfg: Any, *, where: str = "config") -> None:
     """A config as a result file or a landscape recorded it, read back: its groups are mappings,
-    every value whose rule looks at the value alone passes that rule. Raises :class:`sweep.readback.Invalid` naming
+    every value whose rule looks at the value alone passes that rule. Raises :class:`sweep.io.readback.Invalid` naming
     ``<where>.<key>``; paths are not looked up (they were checked where the trial ran)."""
-    from sweep.readback import Invalid
+    from sweep.io.readback import Invalid
 
     if not isinstance(cfg, Mapping):
         raise Invalid(where, "is not an object")

@@ -6,7 +6,7 @@ the shipped ``config.yaml``; the up-front check used to build the shipped one
 and so checked -- and ``--cfg job`` printed -- something else than what ran.
 :class:`Source` holds those three flags; :func:`compose` builds a job's
 config from it with Hydra's own search path rules
-(``create_automatic_config_search_path`` for the task module ``sweep.app``,
+(``create_automatic_config_search_path`` for the task module ``sweep.cli.app``,
 ``--config-dir`` prepended as Hydra's ``_run_hydra`` does), so what is
 checked is what Hydra then runs. The user's config files are input: their
 YAML aliases are bounded first (:mod:`sweep.compose.yaml_guard`).
@@ -22,9 +22,9 @@ from typing import Any, Sequence
 
 from sweep.errors import ConfigError
 
-CONFIG_PATH = "pkg://sweep.conf"   # @hydra.main(config_path=...) in sweep/app.py
+CONFIG_PATH = "pkg://sweep.conf"   # @hydra.main(config_path=...) in sweep/cli/app.py
 CONFIG_NAME = "config"
-TASK_MODULE = "sweep.app"          # where the task function lives (Hydra resolves relative paths from it)
+TASK_MODULE = "sweep.cli.app"          # where the task function lives (Hydra resolves relative paths from it)
 VERSION_BASE = "1.3"               # @hydra.main(version_base=...)
 
 

@@ -134,10 +134,10 @@ def read_calibration(key: str, path: Path) -> dict[str, Any]:
     The one reader of the format: :func:`sweep.sim.constants.load` builds on it
     (and adds which constant names the model knows).
     """
-    from sweep import readback
+    from sweep.io import readback
     from sweep.compose import yaml_guard
 
-    try:  # a regular file of bounded size, read once (sweep/readback.py): never a FIFO or /dev/zero
+    try:  # a regular file of bounded size, read once (sweep/io/readback.py): never a FIFO or /dev/zero
         text = readback.read_text(path, limit=MAX_CALIBRATION_BYTES)
     except readback.BadFile as exc:
         raise ConfigError(key, f"{path}: {exc.why}") from None

@@ -21,7 +21,7 @@ from sweep.compose.bounds import get as _v  # a key's value, typed and bounded b
 from sweep.compose.hosts import check_hosts
 from sweep.errors import ConfigError
 from sweep.launch import BACKENDS, LauncherSettings, SlurmSettings, SSHSettings, slurm_seconds
-from sweep.slo import LIMITS, Slo
+from sweep.stats.slo import LIMITS, Slo
 
 # Old metric names a config (objective.metric, hydra.sweeper.metrics) may still use, and
 # what they stand for: tok_s_c1 was the lowest measured concurrency's tok/s, c=1 or not.
@@ -63,7 +63,7 @@ class Objective:
     concurrency: int | None
     weights: Mapping[str, float]
     constraints: Constraints
-    # objective.slo: latency limits the cells are judged against (sweep/slo.py); no limit by default
+    # objective.slo: latency limits the cells are judged against (sweep/stats/slo.py); no limit by default
     slo: Slo = field(default_factory=Slo)
     # objective.metrics: the values of a multi-objective study (the sweeper's metrics), null: one
     metrics: tuple[str, ...] | None = None

@@ -1,7 +1,7 @@
 """What every install method shares: messages, the lock, pip, logged commands, manifests, room.
 
 A cache entry is complete when its manifest (``install.json``, written last
-with :func:`sweep.atomic.write_atomic`: fsync, rename) matches the recipe
+with :func:`sweep.io.atomic.write_atomic`: fsync, rename) matches the recipe
 that asked for it; a half-built entry has no manifest and is built again. A
 lock file keeps two installers (CI's background job and a developer's shell)
 from working on the same entry at once.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from sweep import errors
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 
 MANIFEST = "install.json"
 
@@ -132,7 +132,7 @@ def check_room(where: Path, need_gb: float | None, *, what: str) -> None:
     """Fail in one line when the filesystem of ``where`` has less than ``need_gb`` free."""
     if not need_gb:
         return
-    from sweep.atomic import room
+    from sweep.io.atomic import room
 
     free, mount = room(where)
     if free is not None and free < need_gb * 1e9:

@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Any, ClassVar, Mapping, TypeVar, Union
 
-from sweep.readback import Invalid, shown
+from sweep.io.readback import Invalid, shown
 
 R = TypeVar("R", bound="Record")
 
@@ -128,7 +128,7 @@ NUMBER_MAX = 1e15
 def check(rec: type[Record], doc: Any, *, where: str = "",
           ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
     """``doc`` holds what the annotations of ``rec`` say, every number finite and in range;
-    :class:`~sweep.readback.Invalid` naming the first value that does not (``cells[2].context``).
+    :class:`~sweep.io.readback.Invalid` naming the first value that does not (``cells[2].context``).
 
     ``ranges``: ``"<Type>.<field>" -> (lo, hi)`` where the default [0, NUMBER_MAX] does not fit.
     Keys the type does not know are not checked (they are kept, not read)."""

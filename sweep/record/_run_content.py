@@ -14,15 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from sweep import secrets
 from sweep.record.result import TrialResult, clean_number
-from sweep.score.names import LABELS
+from sweep.score.names import LABELS, rounded
 
 TAG_RESULT_ID = "specsweep.result_id"
 TAG_KIND = "specsweep.kind"
@@ -161,7 +160,6 @@ ROUNDED = {k: LABELS[k] for k in ("tok_s_lowc", "headline_concurrency", "speedup
 def rounded_tags(doc: TrialResult) -> dict[str, str]:
     """``low-load tok/s``, ``TTFT ms p50``, ...: headline metrics to 4 significant figures, what the UI's
     trials view shows as columns (:data:`ROUNDED`)."""
-    from sweep.report.records import rounded
     from sweep.score.metrics import honest
 
     values = honest(doc).to_dict()
@@ -211,7 +209,6 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
 def cell_table(doc: TrialResult) -> dict[str, list[Any]]:
     """Columns for ``log_table`` (nested values as JSON text, numbers rounded for reading;
     result.json keeps them whole)."""
-    from sweep.report.records import rounded
 
     # latencies (up to 256 rows a cell) stay in result.json, an artifact of the run already
     cells = [{k: v for k, v in c.to_dict().items() if k != "latencies"} for c in doc.cells]
@@ -231,12 +228,16 @@ def _read_log(doc: TrialResult, job_dir: Path) -> str | None:
     return None
 
 
-def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Redactor) -> None:
-    """Everything a run shows under Artifacts, secrets masked, into ``out``."""
-    import yaml
+# (result, job dir, the run's artifacts dir) -> the trial's plots written into ``<dir>/plots/``: the
+# caller's (the report's :func:`sweep.report.mlflow_artifacts.trial_plots`; recording never imports it)
+StagePlots = Callable[[TrialResult, Path, Path], None]
 
-    from sweep.report import plots
-    from sweep.report.outputs import PLOTS_DIR, plot_files
+
+def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Redactor,
+                    plots: StagePlots | None = None) -> None:
+    """Everything a run shows under Artifacts, secrets masked, into ``out``; the plots are
+    what ``plots`` writes there (none without it)."""
+    import yaml
 
     def write(name: str, text: str) -> None:
         (out / name).write_text(red.text(text))
@@ -252,10 +253,5 @@ def stage_artifacts(doc: TrialResult, job_dir: Path, out: Path, red: secrets.Red
     tail = doc.failure.log_tail if doc.failure is not None and not doc.ok else None
     if tail:
         write("log_tail.txt", str(tail).rstrip("\n") + "\n")
-    drawn = plot_files(job_dir / PLOTS_DIR)  # the trial drew them next to its result
-    if drawn:
-        (out / PLOTS_DIR).mkdir(exist_ok=True)
-        for png in drawn:
-            shutil.copyfile(png, out / PLOTS_DIR / png.name)
-    else:  # an older result being synced
-        plots.trial_plots(doc, out / PLOTS_DIR)
+    if plots is not None:
+        plots(doc, job_dir, out)

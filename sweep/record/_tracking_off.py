@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from sweep import secrets
-from sweep.atomic import now_iso, write_atomic
+from sweep.io.atomic import now_iso, write_atomic
 
 log = logging.getLogger("sweep.record.tracking")
 

@@ -5,21 +5,23 @@ Its state lives in ``<sweep_dir>/mlflow_parent.json`` (written before MLflow
 is contacted, under a file lock, params masked): so the intent survives
 MLflow being down, parallel jobs of one sweep create at most one parent, and
 a later trial or ``python -m sweep.sync`` creates or ends the run. Ending it
-logs the sweep-level plots, the trials table and summary metrics.
+logs the sweep-level plots, the trials table and summary metrics -- as the caller made
+them with the report and handed them in (:class:`SweepArtifacts`): recording never
+imports :mod:`sweep.report`.
 """
 
 from __future__ import annotations
 
 import fcntl
 import logging
-import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 from sweep import secrets
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 from sweep.record._params import flatten_params
 from sweep.record._run_content import TAG_KIND, TAG_SWEEP_KEY, git_sha, sweep_key
 
@@ -52,8 +54,8 @@ def sweep_id(sweep_dir: Path) -> str:
 
 def read_parent_file(sweep_dir: Path) -> dict[str, Any]:
     """The sweep's record; ``{}`` when there is none or it is not one (read through
-    :mod:`sweep.readback`: a FIFO or a device in its place is never opened)."""
-    from sweep import readback
+    :mod:`sweep.io.readback`: a FIFO or a device in its place is never opened)."""
+    from sweep.io import readback
 
     path = Path(sweep_dir) / PARENT_FILE
     if not path.exists():
@@ -109,6 +111,21 @@ def record_name(sweep_dir: Path) -> str:
     return str(read_parent_file(sweep_dir).get("name") or Path(sweep_dir).name)
 
 
+@dataclass
+class SweepArtifacts:
+    """What the caller made of a sweep for its parent run (with :mod:`sweep.report`, which this
+    package never imports): uploaded as handed."""
+
+    metrics: dict[str, float] = field(default_factory=dict)  # trials, trials_ok, ..., best.*
+    tags: dict[str, str] = field(default_factory=dict)  # best.trial(s), the deployment's tags
+    table: dict[str, list[Any]] | None = None  # the trials table (trials.json); None: no trial
+    files: list[Path] = field(default_factory=list)  # logged at the top of the artifacts (report.html)
+
+
+# (sweep dir, a directory to write the run's files into) -> the rest of what the run shows
+MakeSweepArtifacts = Callable[[Path, Path], SweepArtifacts]
+
+
 # -- the parent run ------------------------------------------------------------------
 def ensure_parent(tracker: Tracker, sweep_dir: Path) -> str:
     """The recorded parent run, else one found by the sweep's key, else a new
@@ -150,60 +167,31 @@ def _create_parent(tracker: Tracker, sweep_dir: Path, record: Mapping[str, Any])
     return run_id
 
 
-def finalize_parent(tracker: Tracker, sweep_dir: Path) -> str:
-    """Sweep-level plots, the trials table and summary metrics, then end the run."""
-    from sweep.record.result import iter_results
-    from sweep.report import html, plots, table
-    from sweep.report.outputs import PLOTS_DIR, plot_files
-    from sweep.report.compare import build_groups
-    from sweep.report.deployment_plots import deployment_artifacts
+def finalize_parent(tracker: Tracker, sweep_dir: Path, artifacts: MakeSweepArtifacts | None = None) -> str:
+    """Sweep-level plots, the trials table and summary metrics, then end the run.
 
+    What the parent run shows is made by ``artifacts`` (the caller's: the report's
+    :func:`sweep.report.mlflow_artifacts.sweep_artifacts`), called once the run exists with a
+    directory to write files into; this function only uploads what it is handed. Without it the
+    run is ended with nothing but ``schedule.yaml``."""
     sweep_dir = Path(sweep_dir)
     run_id = ensure_parent(tracker, sweep_dir)
     client, _ = tracker.connect()
-    found = sorted(iter_results(sweep_dir), key=lambda p: str(p[0]))
-    docs = [doc for _, doc in found]
-    groups = build_groups(docs, [str(p) for p, _ in found])
-    rows = [r for g in groups for r in g.rows]
-    metrics: dict[str, float] = {"trials": len(rows), "trials_ok": sum(r.status == "ok" for r in rows),
-               "trials_failed": sum(r.status == "failed" for r in rows),
-               "trials_feasible": sum(r.feasible for r in rows), "groups": len(groups)}
-    # best.* of the largest group (a sweep is usually one group); every group's best as a tag
-    largest = max(groups, key=lambda g: len(g.rows), default=None)
-    best = largest.best if largest is not None else None
-    if best is not None:
-        for key, value in (("tok_s_lowc", best.head.tok_s), ("tok_s_peak", best.metrics.tok_s_peak),
-                           ("headline_concurrency", best.head.concurrency),
-                           ("speedup_vs_baseline", best.speedup)):
-            if value is not None:
-                metrics[f"best.{key}"] = value
-        client.set_tag(run_id, "best.trial", best.name)
-    if len(groups) > 1:
-        client.set_tag(run_id, "best.trials", ", ".join(b.name for b in table.best_per_group(groups)))
-    tracker.log_batch(run_id, metrics=[(k, float(v), 0) for k, v in metrics.items()])
+    table = None
     with tempfile.TemporaryDirectory(prefix="specsweep-parent-") as tmp:
-        drawn = plot_files(sweep_dir / PLOTS_DIR)  # the sweep's end drew them into its dir
-        if drawn:
-            (Path(tmp) / PLOTS_DIR).mkdir()
-            for png in drawn:
-                shutil.copyfile(png, Path(tmp) / PLOTS_DIR / png.name)
-        else:
-            plots.sweep_plots(docs, Path(tmp) / PLOTS_DIR)
-        _, front_tags = deployment_artifacts(groups, Path(tmp) / PLOTS_DIR)  # schedule, user-vs-GPU, study front
-        for tag, text in front_tags.items():
+        made = artifacts(sweep_dir, Path(tmp)) if artifacts is not None else SweepArtifacts()
+        for tag, text in made.tags.items():
             client.set_tag(run_id, tag, text)
+        tracker.log_batch(run_id, metrics=[(k, float(v), 0) for k, v in made.metrics.items()])
         if (sweep_dir / "schedule.yaml").is_file():
             client.log_artifact(run_id, str(sweep_dir / "schedule.yaml"))
-        report = sweep_dir / html.FILENAME
-        if not report.is_file() and docs:
-            html.write_report(docs, Path(tmp) / html.FILENAME, title=str(record_name(sweep_dir)),
-                              sources=[str(p) for p, _ in found])
         if any(Path(tmp).iterdir()):
             client.log_artifacts(run_id, tmp)
-        if report.is_file():
-            client.log_artifact(run_id, str(report))
-    if rows:
-        client.log_table(run_id, data=table.table_columns(groups), artifact_file="trials.json")
+        for path in made.files:
+            client.log_artifact(run_id, str(path))
+        table = made.table
+    if table is not None:
+        client.log_table(run_id, data=table, artifact_file="trials.json")
     record = read_parent_file(sweep_dir)
     client.set_terminated(run_id, status=record.get("status") if record.get("ended") else "FINISHED")
     with sweep_lock(sweep_dir):

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal
 
-from sweep import readback, secrets
-from sweep.atomic import write_atomic
+from sweep import secrets
+from sweep.io import readback
+from sweep.io.atomic import write_atomic
 from sweep.record._model import Record, check, json_schema
 
 SCHEMA = 1
@@ -138,7 +139,7 @@ class Cell(Record):
     request_rate: float | None = field(default=None, metadata={
         "doc": "Poisson arrivals in requests/s (concurrency: the in-flight cap); null: closed loop"})
     slo_attainment: float | None = field(default=None, metadata={
-        "doc": "share of the cell's requests meeting every limit of objective.slo (sweep/slo.py); "
+        "doc": "share of the cell's requests meeting every limit of objective.slo (sweep/stats/slo.py); "
                "null without an SLO"})
     goodput_req_s: float | None = field(default=None, metadata={
         "doc": "requests meeting the SLO per second of the cell's wall time (DistServe's goodput)"})
@@ -149,7 +150,7 @@ class Cell(Record):
     latencies: list[list[float | None]] | None = field(default=None, metadata={
         "doc": "one row per successful request [ttft_ms, tpot_ms, e2e_ms, completion_tokens, itl_ms "
                "(its ITL at the SLO's percentile)], at most 256 evenly sampled: any SLO can be "
-               "judged again from the file (sweep.slo.judge)"})
+               "judged again from the file (sweep.stats.slo.judge)"})
     load_search: str | None = field(default=None, metadata={
         "doc": "max_load: a probe of the max-load search (workload.max_load); null: a matrix cell"})
     cache: str | None = field(default=None, metadata={
@@ -403,8 +404,8 @@ class TrialResult(Record):
     @classmethod
     def load(cls, path: Path) -> TrialResult:
         """Read a result file (any schema-1 version) through the project's reader of files it
-        wrote back (:mod:`sweep.readback`: a regular file of bounded size, strict JSON) and check
-        what it holds (:func:`check_document`). :class:`~sweep.readback.BadFile` (a ValueError)
+        wrote back (:mod:`sweep.io.readback`: a regular file of bounded size, strict JSON) and check
+        what it holds (:func:`check_document`). :class:`~sweep.io.readback.BadFile` (a ValueError)
         naming the file and the first wrong value when it is not one."""
         doc = readback.read_json(path)
         try:
@@ -433,7 +434,7 @@ def check_document(doc: Any) -> None:
     tok/s as text, latency rows of strings, a context of 1e30 or -1 are refused), and a recorded
     config whose values pass the key table (:func:`sweep.compose.bounds.check_recorded`) and whose
 objective builds (the score and the schedule judge with it).
-    Raises :class:`~sweep.readback.Invalid` naming the value."""
+    Raises :class:`~sweep.io.readback.Invalid` naming the value."""
     if not isinstance(doc, dict):
         raise readback.Invalid("document", "not an object")
     for key in TrialResult.REQUIRED:
@@ -461,7 +462,7 @@ def iter_results(*roots: Path, on_error: Callable[[Path, Exception], None] | Non
                  ) -> Iterator[tuple[Path, TrialResult]]:
     """Every readable result.json under the given directories; each one that cannot be
     read goes to ``on_error(path, exc)`` (commands that report on files must say so:
-    :class:`sweep.readback.Skipped` prints one line per file and turns it into the exit status)."""
+    :class:`sweep.io.readback.Skipped` prints one line per file and turns it into the exit status)."""
     for root in roots:
         root = Path(root)
         if not root.is_dir():

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from sweep.compose.settings import Mlflow
 from sweep.record._tracking_off import is_timeout
-from sweep.record.parent import PARENT_FILE, ensure_parent, finalize_parent, read_parent_file
+from sweep.record._run_content import StagePlots
+from sweep.record.parent import PARENT_FILE, MakeSweepArtifacts, ensure_parent, finalize_parent, read_parent_file
 from sweep.record.result import TrialResult, iter_results
 from sweep.record.tracking import Tracker
 
@@ -85,8 +86,10 @@ def _same_store(recorded: str | None, asked: str | None) -> bool:
 
 def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | None = None,
              include_running: bool = False, progress: Callable[[Path], Any] | None = None,
-             recorded_uri: bool = False) -> SyncReport:
-    """Upload every unsynced result under ``root``; finish parents of ended sweeps."""
+             recorded_uri: bool = False, plots: StagePlots | None = None,
+             artifacts: MakeSweepArtifacts | None = None) -> SyncReport:
+    """Upload every unsynced result under ``root``; finish parents of ended sweeps. ``plots`` and
+    ``artifacts`` make what the runs show of the report (the caller's: this package never imports it)."""
     out = SyncReport()
     trackers: dict[tuple[Any, Any], Tracker] = {}
     sweeps: dict[Path, tuple[Tracker, bool]] = {}
@@ -113,7 +116,7 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
             continue
         try:
             parent = ensure_parent(tracker, sweep_dir) if sweep_dir is not None else None
-            run_id, created = tracker.upload_result(doc, path.parent, parent_run_id=parent)
+            run_id, created = tracker.upload_result(doc, path.parent, parent_run_id=parent, plots=plots)
             (out.uploaded if created else out.linked).append((path, run_id))
         except Exception as exc:  # noqa: BLE001 - report every file, go on with the next
             out.failed.append((path, str(exc)))
@@ -124,7 +127,7 @@ def sync_dir(root: Path, *, tracking_uri: str | None = None, experiment: str | N
         if record.get("finalized") or (had_record and not record.get("ended")) or id(tracker) in hung:
             continue  # already done, the sweep may still be running, or its server hangs
         try:
-            out.parents.append((sweep_dir, finalize_parent(tracker, sweep_dir)))
+            out.parents.append((sweep_dir, finalize_parent(tracker, sweep_dir, artifacts)))
         except Exception as exc:  # noqa: BLE001
             out.failed.append((sweep_dir / PARENT_FILE, str(exc)))
     return out

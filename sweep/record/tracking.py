@@ -37,13 +37,14 @@ from urllib.parse import urlsplit
 
 from sweep import secrets
 from sweep.errors import EXIT_FAILED, SweepError
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 from sweep.compose.settings import Mlflow
 from sweep.record import _tracking_off
 from sweep.record import parent as _parent
 from sweep.record._mlflow_experiment import UI_VIEW_KEY, ensure_experiment, ui_url
 from sweep.record._params import MAX_TAG_VALUE, flatten_params, truncate
-from sweep.record._run_content import (RUN_STATUS, TAG_COMPLETE, TAG_KIND, TAG_RESULT_ID, _ms,
+from sweep.record.parent import MakeSweepArtifacts
+from sweep.record._run_content import (RUN_STATUS, TAG_COMPLETE, TAG_KIND, TAG_RESULT_ID, StagePlots, _ms,
                                        cell_table, normalize, result_id, stage_artifacts,
                                        trial_metrics, trial_tags)
 from sweep.record._tracking_uri import launch_dir, probe as _probe, resolve_tracking_uri, safe_uri
@@ -202,8 +203,9 @@ class Tracker:
 
     # -- trials ---------------------------------------------------------------
     def log_trial(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
-                  parent_run_id: str | None = None) -> str | None:
-        """One child run for one result; None (warned once) when MLflow is down."""
+                  parent_run_id: str | None = None, plots: StagePlots | None = None) -> str | None:
+        """One child run for one result; None (warned once) when MLflow is down. ``plots`` writes
+        the trial's plots among the artifacts (the caller's, from the report)."""
         if not self.enabled:
             return None
         sweep_dir = normalize(result).trial.sweep_dir
@@ -212,7 +214,7 @@ class Tracker:
             log.debug("not logged to MLflow (tracking is off: %s)", why)
             return None
         try:
-            return self.upload(result, Path(job_dir), parent_run_id=parent_run_id)
+            return self.upload(result, Path(job_dir), parent_run_id=parent_run_id, plots=plots)
         except Exception as exc:  # noqa: BLE001 - the trial must never fail because of MLflow
             self._forget_experiment()
             where = sweep_dir or job_dir
@@ -224,13 +226,13 @@ class Tracker:
             return None
 
     def upload(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
-               parent_run_id: str | None = None) -> str:
+               parent_run_id: str | None = None, plots: StagePlots | None = None) -> str:
         """Create the run unless this exact result is already complete in
         MLflow; then mark result.json synced. Raises on any MLflow error."""
-        return self.upload_result(result, job_dir, parent_run_id=parent_run_id)[0]
+        return self.upload_result(result, job_dir, parent_run_id=parent_run_id, plots=plots)[0]
 
     def upload_result(self, result: TrialResult | Mapping[str, Any], job_dir: Path, *,
-                      parent_run_id: str | None = None) -> tuple[str, bool]:
+                      parent_run_id: str | None = None, plots: StagePlots | None = None) -> tuple[str, bool]:
         """``upload`` that also says whether a run was created (False: found)."""
         doc = normalize(result)
         rid = result_id(doc)
@@ -246,11 +248,12 @@ class Tracker:
         else:
             if existing is not None:  # an upload that died half way
                 client.delete_run(existing.info.run_id)
-            run_id = self._create_trial_run(doc, rid, Path(job_dir), parent_run_id)
+            run_id = self._create_trial_run(doc, rid, Path(job_dir), parent_run_id, plots)
         self._write_back(result, Path(job_dir), run_id)
         return run_id, created
 
-    def _create_trial_run(self, doc: TrialResult, rid: str, job_dir: Path, parent: str | None) -> str:
+    def _create_trial_run(self, doc: TrialResult, rid: str, job_dir: Path, parent: str | None,
+                          plots: StagePlots | None) -> str:
         trial = doc.trial
         red = secrets.redactor(secrets.collect_secrets(doc.to_dict()))
         tags = {k: truncate(red.text(str(v)), MAX_TAG_VALUE)
@@ -266,7 +269,7 @@ class Tracker:
         self.log_batch(run_id, params=flatten_params(doc.config, red),
                        metrics=trial_metrics(doc), timestamp=_ms(trial.finished))
         with tempfile.TemporaryDirectory(prefix="specsweep-mlflow-") as tmp:
-            stage_artifacts(doc, job_dir, Path(tmp), red)
+            stage_artifacts(doc, job_dir, Path(tmp), red, plots)
             client.log_artifacts(run_id, tmp)
         if doc.cells:
             client.log_table(run_id, data=cell_table(doc), artifact_file="cells.json")
@@ -284,7 +287,7 @@ class Tracker:
         elif isinstance(result, dict):
             result["mlflow"] = info.to_dict()
         path = job_dir / RESULT_FILE
-        from sweep import readback
+        from sweep.io import readback
 
         try:  # the file as it is on disk, through the reader of files read back (never a FIFO, bounded)
             doc = readback.read_json(path)
@@ -322,8 +325,10 @@ class Tracker:
         """Run id recorded by start_parent (None when MLflow was down then)."""
         return _parent.read_parent_file(self._dir(sweep_dir)).get("run_id") or None
 
-    def end_parent(self, sweep_dir: Path, status: str = "FINISHED") -> None:
-        """Sweep-level plots and summary table, then end the parent run."""
+    def end_parent(self, sweep_dir: Path, status: str = "FINISHED",
+                   artifacts: MakeSweepArtifacts | None = None) -> None:
+        """Sweep-level plots and summary table (what ``artifacts`` makes: the caller's, from the
+        report), then end the parent run."""
         if not self.enabled:
             return
         sweep_dir = self._dir(sweep_dir)
@@ -331,7 +336,7 @@ class Tracker:
         if _tracking_off.reason(sweep_dir):
             return  # `python -m sweep.sync` finishes the parent run later
         try:
-            _parent.finalize_parent(self, sweep_dir)
+            _parent.finalize_parent(self, sweep_dir, artifacts)
         except Exception as exc:  # noqa: BLE001 - tracking never fails the sweep
             if _tracking_off.is_timeout(exc):
                 _tracking_off.switch_off(sweep_dir, str(exc), sweep_dir)

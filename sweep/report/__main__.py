@@ -13,7 +13,7 @@ sweep's ``<date>/<time>``, ``<date> <time>`` or the bare time.
                            [--format table|csv|json|md|html] [-o FILE] [--plots DIR]
 
 Exit status: 0; 1 when no trial was found or a result file under ``--dir`` was skipped (each
-named in one line on stderr, ``skipped <path>: <why>``: sweep/readback.py; the others are
+named in one line on stderr, ``skipped <path>: <why>``: sweep/io/readback.py; the others are
 shown); 2 on bad input.
 """
 
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.table import print_groups, write_plots
 
     secrets.install_log_masking()
-    from sweep.readback import Skipped
+    from sweep.io.readback import Skipped
 
     err = Console(stderr=True, highlight=False)
     skipped = Skipped()  # each unreadable result file: one line on stderr, never silent; exit 1
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _summary(console: Any, skipped: Any, shown: int) -> None:
-    """After the one line per unreadable file (sweep.readback.Skipped), how many were left out."""
+    """After the one line per unreadable file (sweep.io.readback.Skipped), how many were left out."""
     if skipped:
         console.print(f"{shown} trials shown; {len(skipped)} result files skipped (unreadable, named above)",
                       soft_wrap=True)

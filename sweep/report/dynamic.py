@@ -45,7 +45,7 @@ from sweep.report.schedule import Entry, Level, _entry, _rank, correct, override
 from sweep.score import configs as score_configs
 from sweep.score.metrics import load_of, ok_cells, slo_of
 from sweep.score.noise import Candidate, spread_of, with_spread
-from sweep.slo import Slo
+from sweep.stats.slo import Slo
 
 FORMAT = "specsweep.dynamic/1"
 # how much a cell measured: what a verification must repeat (a recorded landscape keeps them composed)

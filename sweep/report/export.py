@@ -14,8 +14,8 @@ import json
 from typing import Any, Sequence
 
 from sweep.report.compare import Group
-from sweep.report.records import FIELDS, objective_columns, record, records, rounded
-from sweep.score.names import LABELS, speedup
+from sweep.report.records import FIELDS, objective_columns, record, records
+from sweep.score.names import LABELS, rounded, speedup
 
 
 def to_csv(groups: Sequence[Group]) -> str:

@@ -19,7 +19,7 @@ from typing import Sequence
 from sweep.report.compare import Group
 from sweep.report.schedule import correct
 from sweep.score.metrics import cell_goodput, load_of, ok_cells, slo_of
-from sweep.slo import Slo
+from sweep.stats.slo import Slo
 
 
 @dataclass

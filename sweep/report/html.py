@@ -319,7 +319,7 @@ def _cells(g: Group) -> str:
         if not r.doc.cells:
             continue
         rows = []
-        judged = any(c.slo_attainment is not None for c in r.doc.cells)  # objective.slo: sweep/slo.py
+        judged = any(c.slo_attainment is not None for c in r.doc.cells)  # objective.slo: sweep/stats/slo.py
         for c in r.doc.cells:
             ci = interval(c)
             tok = _f(c.output_tok_s) + (f' <span class="ci">[{_f(ci[0])}, {_f(ci[1])}]</span>' if ci else "")
@@ -506,6 +506,6 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
 
 def write_report(docs: Sequence[TrialResult], path: Path, *, title: str,
                  sources: Sequence[str] | None = None) -> Path:
-    from sweep.atomic import write_atomic_text
+    from sweep.io.atomic import write_atomic_text
 
     return write_atomic_text(Path(path), render(docs, title=title, sources=sources))

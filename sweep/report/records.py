@@ -1,7 +1,7 @@
 """A comparison row as a flat record: the fields every export shares (CSV, JSON, Markdown, MLflow).
 
 Numbers keep full precision here; only what a person reads (the terminal,
-Markdown, HTML, the MLflow trials table) rounds, through :func:`rounded`.
+Markdown, HTML, the MLflow trials table) rounds, through :func:`sweep.score.names.rounded`.
 Latency percentiles are those of the trial's headline cell (the one its
 headline tok/s comes from); ``*_ci`` are 95% intervals when the cells were
 measured with ``workload.repeats``.
@@ -122,13 +122,6 @@ def objective_text(group: Group) -> str:
 
 def records(groups: Sequence[Group]) -> list[dict[str, Any]]:
     return [record(g, r) for g in groups for r in g.rows]
-
-
-def rounded(x: Any, digits: int = 4) -> Any:
-    """A number as a person reads it: ``digits`` significant figures (never in stored metrics)."""
-    if isinstance(x, bool) or not isinstance(x, float) or not math.isfinite(x) or x == 0:
-        return x
-    return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))
 
 
 def short_names(group: Group) -> list[str]:

@@ -12,7 +12,7 @@ load) and per context, for each measured load level:
   answers is never scheduled) and whose cell at that level has no failed
   request and meets the SLO when one is set (``objective.slo`` as recorded,
   or another one given here: judged again from the cells' latency rows,
-  :mod:`sweep.slo`);
+  :mod:`sweep.stats.slo`);
 * the **leader** is the candidate with the highest output tok/s; runners-up
   whose 95% interval overlaps it are **tied** (the one tie rule,
   :func:`sweep.score.noise.tied_within_noise`: intervals from the repeats and
@@ -49,7 +49,7 @@ from sweep.record.result import Cell, TrialResult
 from sweep.report.compare import Group, Row, build_groups
 from sweep.score.metrics import cell_goodput, load_of, ok_cells, slo_of
 from sweep.score.noise import Candidate, Ties, spread_of, tied_within_noise, with_spread
-from sweep.slo import Slo
+from sweep.stats.slo import Slo
 
 FORMAT = "specsweep.schedule/1"
 # Override keys that say how a trial was run, not which server config it is.

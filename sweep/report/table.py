@@ -15,8 +15,8 @@ from typing import Any, Callable, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
-from sweep.report.records import objective_columns, record, records, rerun_command, rounded
-from sweep.score.names import LABELS, shown
+from sweep.report.records import objective_columns, record, records, rerun_command
+from sweep.score.names import LABELS, rounded, shown
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
            "rate, errors, TTFT SLO -- and beats every other beyond noise); ≈ the leader and the runners-up "

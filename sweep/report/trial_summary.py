@@ -34,7 +34,7 @@ def _max_load_line(doc: TrialResult) -> str:
     """``max load under TPOT <= 12 ms at p90: concurrency 5 (6 missed; 6 probes), goodput 408 tok/s``."""
     ml = doc.max_load
     assert ml is not None
-    from sweep.slo import Slo
+    from sweep.stats.slo import Slo
 
     slo = Slo.from_mapping(ml.slo).label()
     unit = "req/s" if ml.over == "rate" else "in flight"

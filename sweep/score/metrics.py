@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence, TypeVar
 
 from sweep.record.result import Cell, MaxLoad, Metrics, TrialResult
-from sweep.slo import Slo, judge
+from sweep.stats.slo import Slo, judge
 
 
 def ok_cells(cells: Sequence[Cell]) -> list[Cell]:

@@ -7,11 +7,13 @@ has a *key* (what the config, result.json, MLflow's metrics, CSV and JSON say:
 ``tok_s_lowc``, never renamed) and one *label* (what a person reads: the
 terminal, the HTML report, MLflow's columns, the docs), both in :data:`LABELS`
 here; :func:`label` adds the load it was measured at where that varies
-("low-load tok/s (c2)"), :func:`shown` rounds a value for reading.
+("low-load tok/s (c2)"), :func:`shown` rounds a value for reading (:func:`rounded`: to
+significant figures, for tables).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 # key -> label. Headline figures (result.json's metrics), then a cell's figures.
@@ -58,6 +60,13 @@ def objective_label(metric: str, metrics: Sequence[str] | None = None) -> str:
 
 def speedup(x: float | None, sign: str = "x") -> str:
     return "-" if x is None else f"{x:.2f}{sign}"
+
+
+def rounded(x: Any, digits: int = 4) -> Any:
+    """A number as a person reads it: ``digits`` significant figures (never in stored metrics)."""
+    if isinstance(x, bool) or not isinstance(x, float) or not math.isfinite(x) or x == 0:
+        return x
+    return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))
 
 
 def shown(key: str, value: Any) -> str:

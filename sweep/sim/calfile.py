@@ -99,9 +99,9 @@ def render(box: str, result: Fit, loaded: Loaded) -> str:
 
 def write(folder: Path, box: str, result: Fit, loaded: Loaded) -> Path:
     """``<folder>/<box>.yaml``; the box's name came from result files, so it is checked to be one
-    plain name that stays inside ``folder`` (:func:`sweep.readback.inside`)."""
-    from sweep import readback
-    from sweep.atomic import write_atomic_text
+    plain name that stays inside ``folder`` (:func:`sweep.io.readback.inside`)."""
+    from sweep.io import readback
+    from sweep.io.atomic import write_atomic_text
     from sweep.errors import ConfigError
 
     try:

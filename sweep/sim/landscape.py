@@ -89,9 +89,9 @@ def _compose(land: Landscape, cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 def load(path: Path | str) -> Landscape:
     """A recorded landscape, read and checked (:func:`check_document`) through the project's reader
-    of files it wrote (:mod:`sweep.readback`); :class:`LandscapeError` naming the file and the first
+    of files it wrote (:mod:`sweep.io.readback`); :class:`LandscapeError` naming the file and the first
     value that is wrong."""
-    from sweep import readback
+    from sweep.io import readback
 
     path = Path(path)
     try:
@@ -111,11 +111,11 @@ def load(path: Path | str) -> Landscape:
 
 
 def check_document(doc: Mapping[str, Any]) -> None:
-    """What a landscape must hold to be read (types and ranges; :class:`sweep.readback.Invalid`):
+    """What a landscape must hold to be read (types and ranges; :class:`sweep.io.readback.Invalid`):
     configs with an id, override lines and composed nodes that pass the key table; points that are
     result.json cells (:func:`sweep.record.result.check`) naming a known config, with their per-round
     figures; workloads, trials and the machine's figures of the right shapes."""
-    from sweep import readback as rb
+    from sweep.io import readback as rb
     from sweep.compose.bounds import check_recorded
     from sweep.record._model import check
     from sweep.record.result import Cell, cell_ranges
@@ -162,7 +162,7 @@ def is_landscape(path: Path, head: bytes | None = None) -> bool:
     """A JSON file whose schema is the landscape's (cheap check on the head of the file, or on
     ``head`` when the caller read it already)."""
     if head is None:
-        from sweep import readback
+        from sweep.io import readback
 
         try:
             head = readback.read_bytes(path)[:4096]
@@ -180,7 +180,7 @@ def write(path: Path, doc: Mapping[str, Any], *, argv: Sequence[str] = ()) -> Pa
     value -- every secret of the recording's own command line ``argv`` and the environment. Written
     atomically (a reader never sees half a file; the recording rewrites it after every trial)."""
     from sweep import secrets
-    from sweep.atomic import write_atomic
+    from sweep.io.atomic import write_atomic
 
     red = secrets.redactor(secrets.collect_secrets([str(a) for a in argv]))
     return write_atomic(Path(path), secrets.mask_tree(dict(doc), red))

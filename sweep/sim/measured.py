@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from sweep.readback import BadFile, Invalid, checked_name, number, read_bytes
+from sweep.io.readback import BadFile, Invalid, checked_name, number, read_bytes
 from sweep.sim.arch import as_served
 from sweep.sim.constants import box_name, engine_hardware
 
@@ -55,7 +55,7 @@ class Loaded:
     points: list[Point]
     files: list[tuple[Path, str]]          # (path, sha256) of every file that gave points
     skipped: list[tuple[Path, str]]        # (path, why): not a real box's finished measurement
-    bad: list[BadFile] = field(default_factory=list)  # files that are not what they claim (sweep/readback.py)
+    bad: list[BadFile] = field(default_factory=list)  # files that are not what they claim (sweep/io/readback.py)
 
 
 SPEC_KEYS = ("algorithm", "budget", "topk", "window", "block", "num_steps", "ngram_n_min", "ngram_n_match",
@@ -307,13 +307,13 @@ def landscape_points(path: Path) -> list[Point]:
 def load(paths: Iterable[Path]) -> Loaded:
     """Points from every real, successful result file (or recorded landscape) under ``paths``.
 
-    Every file is read through :mod:`sweep.readback` (regular, bounded, strict JSON) and checked
+    Every file is read through :mod:`sweep.io.readback` (regular, bounded, strict JSON) and checked
     as what it claims to be (a result file: :func:`sweep.record.result.check_document`; a
     landscape: :func:`sweep.sim.landscape.check_document`); one that is not lands in ``bad``
     with the reason, the others are used. Files that are fine but hold no real measurement
     (simulated, failed, not a result file) land in ``skipped``."""
     from sweep.errors import ConfigError
-    from sweep.readback import parse_json
+    from sweep.io.readback import parse_json
     from sweep.record.result import check_document
     from sweep.sim.landscape import LandscapeError, is_landscape
 

@@ -10,7 +10,7 @@ gets them, the config dir and name among them), how many trials it has, when it
 started and, once it ends normally, when it finished. When a multirun's command
 line gives no ``hydra.sweep.dir``, the newest sweep dir under the default one's
 root (``multirun/``) with the same key that did not finish, and that no sweep
-holds now (:mod:`sweep.dirlock`), is used again: a grid's finished jobs are
+holds now (:mod:`sweep.io.dirlock`), is used again: a grid's finished jobs are
 skipped there (:mod:`sweep.trial.resume`), a search's study continues in its
 storage (``n_trials`` counts the whole study). A command whose sweep finished
 runs again in a new sweep dir -- rerunning a finished command is measuring
@@ -148,7 +148,7 @@ def _markers(root: Path, key: str) -> list[tuple[Path, dict[str, Any]]]:
 
 def _held(sweep_dir: Path) -> bool:
     """A sweep runs there now (its lock is taken)."""
-    from sweep import dirlock
+    from sweep.io import dirlock
     from sweep.errors import StorageError
 
     try:
@@ -193,7 +193,7 @@ def started(sweep_dir: Path, total: int | None) -> None:
     if _command is None:
         return  # not started by python -m sweep (a test calling Hydra): nothing to resume by
     from sweep import secrets
-    from sweep.atomic import now_iso, write_atomic
+    from sweep.io.atomic import now_iso, write_atomic
 
     old = _read(_sweep_dir)
     same = old.get("key") == _command.key
@@ -209,7 +209,7 @@ def finished(sweep_dir: Path) -> None:
     mark = _read(Path(sweep_dir))
     if not mark:
         return
-    from sweep.atomic import now_iso, write_atomic
+    from sweep.io.atomic import now_iso, write_atomic
 
     write_atomic(Path(sweep_dir) / MARKER, {**mark, "finished": now_iso()})
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import secrets
-from sweep.atomic import DiskFull
+from sweep.io.atomic import DiskFull
 from sweep.compose.config import TrialConfig
 from sweep.launch import Launch
 from sweep.record.result import FILENAME, SCHEMA, AcceptLen, Baseline, Failure, ServerInfo, TrialInfo, TrialResult
@@ -56,7 +56,7 @@ def _new_result(cfg: TrialConfig, launch: Launch, ctx: TrialContext) -> TrialRes
 
 
 def _now() -> str:
-    from sweep.atomic import now_iso
+    from sweep.io.atomic import now_iso
 
     return now_iso()
 
@@ -369,7 +369,7 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         elif ctx.sweep_dir is None or disk_full is not None:
             launchers.stop_all()  # respects launcher.keep_server
     if disk_full is not None:
-        raise disk_full  # nothing more can be recorded: sweep.app prints its one line, exit 1
+        raise disk_full  # nothing more can be recorded: sweep.cli.app prints its one line, exit 1
     _plots(doc, ctx.job_dir)  # <job dir>/plots/: on disk, and what MLflow logs
     _record(cfg, doc, ctx, path)  # an interrupted trial becomes a KILLED run
     if interrupted is not None:
@@ -435,7 +435,10 @@ def _record(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path: Path) -
 
         tracker = Tracker(cfg.mlflow)
         parent = tracker.parent_for(ctx.sweep_dir) if ctx.sweep_dir else None
-        tracker.log_trial(doc, ctx.job_dir, parent_run_id=parent)
+        from sweep.report.mlflow_artifacts import trial_plots
+
+        # the plots _plots drew into the job dir (drawn here when it could not), handed to the record
+        tracker.log_trial(doc, ctx.job_dir, parent_run_id=parent, plots=trial_plots)
     except Exception as exc:  # noqa: BLE001 - tracking is best effort by design
         log.warning("MLflow logging failed (%s); result kept at %s, run `python -m sweep.sync`",
                     secrets.mask_text(str(exc)), path)

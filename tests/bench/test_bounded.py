@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from launchers.readiness import check_health, fetch_info
-from sweep import bounded_http as bounded
+from sweep.io import bounded_http as bounded
 from sweep.bench.client import make_admin_client
 from sweep.bench.matrix import flush_cache
 from sweep.bench.serverstats import fetch_metrics

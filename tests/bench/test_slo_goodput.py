@@ -1,7 +1,7 @@
 """SLO attainment and goodput of a cell, the cell's keys, and the load plan -- no server.
 
 The request records are built by hand with known latencies, so every figure
-has a value worked out here independently of :mod:`sweep.slo` (counting which
+has a value worked out here independently of :mod:`sweep.stats.slo` (counting which
 requests meet which limit), and the max-load search is driven against a known
 edge.
 """
@@ -18,7 +18,7 @@ from sweep.bench.loadplan import arrivals, matrix_points
 from sweep.bench.maxload import LoadSearch
 from sweep.bench.request import RequestResult
 from sweep.record.result import Cell
-from sweep.slo import LATENCY_CAP, Slo, judge
+from sweep.stats.slo import LATENCY_CAP, Slo, judge
 
 
 def request(ttft_ms: float, e2e_ms: float, tokens: int, events: int | None = None) -> RequestResult:

@@ -46,7 +46,7 @@ def test_max_load_search_on_llamacpp_by_concurrency_and_by_rate(sweep_cli, tmp_p
     # the same file, judged under a TPOT limit every token-producing request misses: no max load
     from sweep.record.result import TrialResult
     from sweep.score.metrics import max_load_of
-    from sweep.slo import Slo
+    from sweep.stats.slo import Slo
 
     [path] = list((tmp_path / "conc").rglob("result.json"))
     assert max_load_of(TrialResult.load(path), Slo(tpot_ms=0.001)) is None

@@ -7,7 +7,7 @@ writes (``NaN``, ``1e400``, 10,000 levels deep) and documents of the right shape
 the wrong type or range (a cell that is a string, a trial that is a string, tok/s as text,
 latency rows of strings, a context of 1e30 or -1, a negative count, a recorded config whose
 SLO is text). Every one must be named in one line on stderr and skipped, the good files used,
-the command's exit status 1 (``sweep/readback.py``: ``EXIT_SKIPPED``).
+the command's exit status 1 (``sweep/io/readback.py``: ``EXIT_SKIPPED``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from faults.bad_inputs import ISSUE, BadInput, cases
 from faults.orphan_scenarios import Server, port_free
-from sweep import plugins
+from sweep.cli import plugins
 from sweep.compose import bounds, cmdline
 
 plugins.register()

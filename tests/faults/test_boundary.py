@@ -35,7 +35,7 @@ def _error_types() -> list[tuple[str, Callable[[], BaseException], int, str]]:
     from omegaconf.errors import ConfigKeyError
 
     from launchers.base import LaunchFailure
-    from sweep.atomic import DiskFull
+    from sweep.io.atomic import DiskFull
     from sweep.bench.transport import TransportError
     from sweep.compose.yaml_guard import expanded_size
     from sweep.record.tracking import TrackingUnavailable

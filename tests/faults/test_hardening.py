@@ -52,7 +52,7 @@ def test_every_input_case_is_refused_in_one_line_through_the_cli(tmp_path: Path)
 @pytest.mark.parametrize("case", [c for c in INPUT if c.cls in (2, 3, 8, 9)], ids=lambda c: c.label)
 def test_input_classes_2_3_8_9_in_process(case: InputCase, tmp_path: Path) -> None:
     """The same cases through the check ``python -m sweep`` runs, in this process (fast)."""
-    from sweep import plugins
+    from sweep.cli import plugins
 
     plugins.register()
     if case.setup is not None:
@@ -270,7 +270,7 @@ def test_a_second_sweep_on_the_same_dir_is_refused_and_the_first_keeps_its_jobs(
 
 
 def test_duplicate_overrides_warn_once(capsys: pytest.CaptureFixture[str]) -> None:
-    from sweep import plugins
+    from sweep.cli import plugins
 
     plugins.register()
     cmdline.validate(["dry_run=true", "spec.budget=8", "spec.budget=16", "spec.budget=4"])

@@ -46,7 +46,7 @@ from hypothesis import strategies as st
 
 from faults.bad_inputs import _child, _where
 from faults.orphan_scenarios import Server, port_free
-from sweep import plugins
+from sweep.cli import plugins
 from sweep.compose import arguments, bounds, cmdline
 from sweep.compose.arguments import ARGUMENTS
 from sweep.compose.keys import RULES, Rule

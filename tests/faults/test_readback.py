@@ -1,6 +1,6 @@
 """Files the project reads back are input: one reader, bad files named and skipped (issue 32).
 
-The reader itself (``sweep/readback.py``): special files are refused without blocking or reading,
+The reader itself (``sweep/io/readback.py``): special files are refused without blocking or reading,
 size is bounded by the read, JSON is strict. The formats on top of it: a result file
 (``TrialResult.load``), a landscape (``sweep.sim.landscape.load``), a calibration
 (``read_calibration``) refuse values of the wrong type or range, naming them. The commands
@@ -24,7 +24,7 @@ import pytest
 from _support import subprocess_env
 
 from faults.readback_cases import CONTENT, ESCAPE, GIB, SPECIAL, calibrate_inputs, hostile_sweep
-from sweep import readback
+from sweep.io import readback
 from sweep.record.result import TrialResult
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from _support import subprocess_env
 
-from sweep import plugins
+from sweep.cli import plugins
 from sweep.compose import cmdline
 from sweep.errors import ConfigError
 

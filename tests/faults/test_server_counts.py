@@ -6,7 +6,7 @@ must agree; with running usage the counts never go down and the final count is t
 count. A request that breaks it fails ``bad_value`` naming ``usage_mismatch`` and both counts --
 never an ``ok`` cell whose tok/s came from a count the stream contradicts. Each cell says which
 count its figures used (``tokens_source``). An inter-token latency nobody can know (every token in
-one event, one token) never meets an ITL limit (sweep/slo.py).
+one event, one token) never meets an ITL limit (sweep/stats/slo.py).
 
 Against ``tests/bench/misbehaving.py`` (raw asyncio HTTP/1.1) for the client and the cell, and
 ``tests/faults/stand_in.py`` through a whole trial (``python -m sweep``: failed, bench_errors).
@@ -23,7 +23,7 @@ import pytest
 from sweep.bench.client import build_payload, make_client, stream_chat
 from sweep.bench.matrix import run_matrix
 from sweep.compose.config import Workload
-from sweep.slo import Slo
+from sweep.stats.slo import Slo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.misbehaving import CHUNKS, TOKENS_PER_CHUNK, MisbehavingServer  # noqa: E402

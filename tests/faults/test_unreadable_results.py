@@ -36,7 +36,7 @@ def test_sync_and_report_name_every_unreadable_file_and_exit_non_zero(tmp_path: 
 
     report = run(tmp_path, "sweep.report", "--dir", str(tmp_path / "multirun"))
     assert report.returncode == 1, report.stdout[-3000:] + report.stderr[-3000:]
-    err = report.stderr  # one line per file on stderr (sweep/readback.py), the table on stdout
+    err = report.stderr  # one line per file on stderr (sweep/io/readback.py), the table on stdout
     for path in bad:
         assert sum(line.startswith(f"skipped {path}: ") for line in err.splitlines()) == 1, err[-3000:]
     assert f"2 trials shown; {len(bad)} result files skipped (unreadable, named above)" in err

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _support import subprocess_env
 
-from sweep import plugins
+from sweep.cli import plugins
 from sweep.compose import cmdline
 from sweep.compose.bench_checks import MAX_RATE_SEARCH_S, MaxLoadSearch, rate_search_seconds
 from sweep.compose.yaml_guard import ambiguous_number

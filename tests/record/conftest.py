@@ -63,13 +63,14 @@ def http_sweep(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> 
     from result_docs import make_sweep
 
     from sweep.record.tracking import Tracker
+    from sweep.report.mlflow_artifacts import sweep_artifacts, trial_plots
 
     sweep_dir = tmp_path_factory.mktemp("http-sweep") / "multirun" / "2026-01-01" / "12-00-00"
     trials = make_sweep(sweep_dir)
     tracker = Tracker({"enabled": True, "tracking_uri": mlflow_server, "experiment": "http-sweep"})
     parent = tracker.start_parent(sweep_dir, "b300 budget sweep", {"spec.budget": "8,16,32"})
-    run_ids = [tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir))
+    run_ids = [tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir), plots=trial_plots)
                for job_dir, doc in trials]
-    tracker.end_parent(sweep_dir)
+    tracker.end_parent(sweep_dir, artifacts=sweep_artifacts)
     return {"url": mlflow_server, "experiment": "http-sweep", "parent": parent, "run_ids": run_ids,
             "trials": trials, "sweep_dir": sweep_dir}

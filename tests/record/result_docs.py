@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from sweep.atomic import write_atomic
+from sweep.io.atomic import write_atomic
 from sweep.record.result import TrialResult
 from sweep.score import metrics as score
 

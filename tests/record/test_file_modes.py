@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.atomic import write_atomic, write_atomic_text
+from sweep.io.atomic import write_atomic, write_atomic_text
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,6 +19,7 @@ from sweep.record import _sqlite_store, tracking
 from sweep.record.result import TrialResult
 from sweep.report import plots
 from sweep.record.tracking import Tracker
+from sweep.report.mlflow_artifacts import trial_plots
 
 
 def _schema(db: Path) -> tuple[list, list]:
@@ -86,15 +87,15 @@ def test_experiment_looked_up_once_per_process_and_restored_after_deletion(
     monkeypatch.setattr(tracking, "ensure_experiment", lambda *a: lookups.append(a) or real(*a))
     sweep_dir = tmp_path / "sweep"
     jobs = [make_result(sweep_dir, i, 8 * 2 ** i) for i in range(3)]
-    first = Tracker(settings).log_trial(jobs[0][1], jobs[0][0])
-    second = Tracker(settings).log_trial(jobs[1][1], jobs[1][0])  # a later job of a multirun
+    first = Tracker(settings).log_trial(jobs[0][1], jobs[0][0], plots=trial_plots)
+    second = Tracker(settings).log_trial(jobs[1][1], jobs[1][0], plots=trial_plots)  # a later job of a multirun
     assert first and second and len(lookups) == 1
 
     client = MlflowClient(tracking_uri=sqlite_uri)
     exp_id = client.get_experiment_by_name("cached-id").experiment_id
     client.delete_experiment(exp_id)
     with caplog.at_level(logging.WARNING, logger="sweep.record.tracking"):
-        third = Tracker(settings).log_trial(jobs[2][1], jobs[2][0])
+        third = Tracker(settings).log_trial(jobs[2][1], jobs[2][0], plots=trial_plots)
     assert third and not [r for r in caplog.records if r.name == "sweep.record.tracking"]
     assert client.get_experiment(exp_id).lifecycle_stage == "active"
     assert client.get_run(third).info.experiment_id == exp_id and len(lookups) == 2

@@ -10,6 +10,7 @@ import pytest
 from result_docs import SECRET, make_result, make_sweep, read
 
 from sweep.record.tracking import Tracker
+from sweep.report.mlflow_artifacts import sweep_artifacts, trial_plots
 
 
 def _client(uri: str):
@@ -25,9 +26,9 @@ def test_sweep_lands_as_parent_and_children(tmp_path: Path, sqlite_uri: str) -> 
     parent = tracker.start_parent(sweep_dir, "b300 ddtree budget sweep", {"overrides": "spec.budget=8,16,32"})
     assert parent and tracker.parent_for(sweep_dir) == parent
     assert json.loads((sweep_dir / "mlflow_parent.json").read_text())["run_id"] == parent
-    ids = [tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir)) for job_dir, doc in trials]
+    ids = [tracker.log_trial(doc, job_dir, parent_run_id=tracker.parent_for(sweep_dir), plots=trial_plots) for job_dir, doc in trials]
     assert all(ids)
-    tracker.end_parent(sweep_dir)
+    tracker.end_parent(sweep_dir, artifacts=sweep_artifacts)
 
     client = _client(sqlite_uri)
     exp = client.get_experiment_by_name("sqlite-sweep")
@@ -74,8 +75,8 @@ def test_no_secret_reaches_params_tags_or_artifacts(tmp_path: Path, sqlite_uri: 
     for job_dir, doc in (make_result(sweep_dir, 0, 8, api_key=SECRET),
                          make_result(sweep_dir, 1, 16, status="failed", reason="cuda_graph", api_key=SECRET)):
         assert SECRET in (job_dir / "server.log").read_text() and SECRET in doc["command"]
-        run_ids.append(tracker.log_trial(doc, job_dir, parent_run_id=parent))
-    tracker.end_parent(sweep_dir)
+        run_ids.append(tracker.log_trial(doc, job_dir, parent_run_id=parent, plots=trial_plots))
+    tracker.end_parent(sweep_dir, artifacts=sweep_artifacts)
 
     client = _client(sqlite_uri)
     for run_id in [parent, *run_ids]:

@@ -25,7 +25,7 @@ from sweep.report.compare import build_groups
 from sweep.report.frontier import points_of
 from sweep.report.schedule import build_schedules
 from sweep.score import metrics as score
-from sweep.slo import Slo
+from sweep.stats.slo import Slo
 
 LOADS = (1, 8, 32, 64)
 TOK_S = {"none": (100, 500, 1500, 2600), 8: (250, 900, 1700, 2200), 4: (200, 850, 2000, 2400),

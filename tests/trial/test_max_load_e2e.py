@@ -66,7 +66,7 @@ def test_max_load_search_finds_the_twins_edge_in_one_server_start(tmp_path: Path
     assert doc["metrics"]["max_load"] == ml["value"] and doc["metrics"]["goodput_tok_s"] > 0
     from sweep.record.result import TrialResult
     from sweep.score.metrics import max_load_of
-    from sweep.slo import Slo
+    from sweep.stats.slo import Slo
 
     loose = max_load_of(TrialResult.load(path), Slo(tpot_ms=TPOT_MS * 10))
     assert loose is not None and loose >= max(at)                       # every probe meets a 10x looser SLO

@@ -160,7 +160,7 @@ def test_port_already_taken_is_a_failed_trial(tmp_path: Path) -> None:
         s.listen()
         port = s.getsockname()[1]
         out = sweep(tmp_path, *FAST, f"server.port={port}")
-    assert out.returncode == 1, out.stderr[-3000:]  # a single run whose trial failed (sweep/app.py)
+    assert out.returncode == 1, out.stderr[-3000:]  # a single run whose trial failed (sweep/cli/app.py)
     [doc] = results(tmp_path / "outputs")
     assert doc["status"] == "failed" and doc["failure"]["reason"] == "port_in_use"
     assert "Traceback" not in out.stderr

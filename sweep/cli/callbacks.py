@@ -13,7 +13,7 @@ before a job starts, secrets included; :class:`SecretsCallback` runs right
 after and rewrites those files with every secret masked (:mod:`sweep.secrets`)
 -- a callback of its own, so a host pool's workers (which drop the sweep
 callback) mask theirs too. A multirun holds its sweep dir
-(:mod:`sweep.dirlock`): a second one on the same dir is refused in one line.
+(:mod:`sweep.io.dirlock`): a second one on the same dir is refused in one line.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class SweepCallback(Callback):
         self._progress: Any = None  # "[trial i/N] ... ETA" for a grid (Hydra's basic sweeper)
         self._varying: set[str] = set()
         self._name: str | None = None
-        self._lock: Any = None  # the sweep dir's lock (sweep/dirlock.py), held until the multirun ends
+        self._lock: Any = None  # the sweep dir's lock (sweep/io/dirlock.py), held until the multirun ends
 
     def _end_killed(self) -> None:
         """atexit: a multirun stopped by Ctrl-C never reaches on_multirun_end."""
@@ -176,8 +176,9 @@ class SweepCallback(Callback):
         self._open_parent = None
         try:
             from sweep.record.tracking import Tracker
+            from sweep.report.mlflow_artifacts import sweep_artifacts
 
-            Tracker(settings).end_parent(sweep_dir, "KILLED")
+            Tracker(settings).end_parent(sweep_dir, "KILLED", artifacts=sweep_artifacts)
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
 
@@ -205,7 +206,8 @@ class SweepCallback(Callback):
         red = _secrets_of(config)
         if config.get("dry_run"):
             return
-        from sweep import dirlock, errors
+        from sweep import errors
+        from sweep.io import dirlock
 
         try:  # one sweep per sweep dir at a time
             self._lock = dirlock.acquire(Path(config.hydra.sweep.dir))
@@ -247,7 +249,7 @@ class SweepCallback(Callback):
         finally:
             sweep_dir = Path(config.hydra.sweep.dir)
             self._progress = None
-            from sweep import app
+            from sweep.cli import app
 
             app.note_sweep_dir(sweep_dir)  # the exit status counts its trials (pool workers' too)
             if (sweep_dir / "multirun.yaml").is_file():
@@ -265,8 +267,10 @@ class SweepCallback(Callback):
             if settings.enabled and not config.get("dry_run"):
                 try:
                     from sweep.record.tracking import Tracker
+                    from sweep.report.mlflow_artifacts import sweep_artifacts
 
-                    Tracker(settings).end_parent(sweep_dir)
+                    # the report makes the parent run's plots, table and metrics; the record uploads them
+                    Tracker(settings).end_parent(sweep_dir, artifacts=sweep_artifacts)
                 except Exception as exc:  # noqa: BLE001
                     log.warning("MLflow parent run not closed: %s", exc)
             if self._lock is not None:

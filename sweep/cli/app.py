@@ -6,7 +6,7 @@ Exit status of ``python -m sweep`` (scripts and CI rely on it):
 * 1: a single run whose trial ``failed`` (``bench_errors``, ``crashed``,
   ``cuda_graph`` ...), or a multirun / search in which *every* trial failed
   (a multirun finishes every job first: some failed configs are what a sweep
-  is for); a full disk (one line, see :mod:`sweep.atomic`);
+  is for); a full disk (one line, see :mod:`sweep.io.atomic`);
 * 2: bad input (one line naming the key), before anything started;
 * 130: Ctrl-C (the trial is recorded ``interrupted``).
 
@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 import sweep.compose.resolvers  # noqa: F401  (registers ${sweep.*} before composition)
 from sweep import secrets
-from sweep.atomic import DiskFull
+from sweep.io.atomic import DiskFull
 from sweep.errors import EXIT_FAILED, StopRun
 from sweep.launch import Launch
 
