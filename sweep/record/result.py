@@ -177,8 +177,9 @@ class MaxLoad(Record):
     slo_attainment: float | None = None
     value_ci: list[float] | None = field(default=None, metadata={
         "doc": "repeats > 1: [highest load every repeat met the SLO at, highest load any repeat met it at]"})
-    bracket: list[float] | None = field(default=None, metadata={
-        "doc": "[highest load that met the SLO, lowest load that missed it] when the search ended"})
+    bracket: list[float | None] | None = field(default=None, metadata={
+        "doc": "[highest load that met the SLO, lowest load that missed it] when the search ended "
+               "(either null: none met, none missed -- the search stopped at its limit)"})
     stopped: str | None = field(default=None, metadata={
         "doc": "tolerance | rounds | limit (met at workload.max_load.max) | first_missed | failed"})
     probes: int | None = None
