@@ -108,7 +108,11 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
     "sweep.sim.predict": (
         Arg("--calibration", "calibration", Rule("file", fmt="calibration")),
         Arg("--concurrency", "concurrency", Rule("csv_ints", 1, MAX_CONCURRENCY, what="in-flight requests")),
-        Arg("--json", "json", FLAG), Arg("--breakdown", "breakdown", FLAG)),
+        Arg("--json", "json", FLAG), Arg("--breakdown", "breakdown", FLAG),
+        # a result.json or LANDSCAPE.json#CONFIG/WORKLOAD: the file is read by sweep/sim/budgets.py
+        Arg("--acceptance", "acceptance", TEXT),
+        Arg("--budgets", "budgets", Rule("csv_ints", 1, 1024, what="draft budgets")),
+        Arg("--accept-model", "accept_model", Rule("enum", choices=(None, "span", "truncate")))),
     "sweep.engines": (
         Arg("engine", "engine", Rule("name", required=True)),
         Arg("overrides", "overrides", OVERRIDES, base=lambda a: [f"server={a.engine}"]),

@@ -128,6 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args, opts = _options(args)
     as_json, want_breakdown = "--json" in args, "--breakdown" in args
+    from sweep.compose import arguments
+
+    arguments.check("sweep.sim.predict", {"calibration": opts.get("--calibration"),  # by their rules
+                                          "concurrency": opts.get("--concurrency"),
+                                          "acceptance": opts.get("--acceptance"),
+                                          "budgets": opts.get("--budgets"),
+                                          "accept_model": opts.get("--accept-model")})
     args = [a for a in args if a not in FLAGS]
     calibration = opts.get("--calibration")
     concs: list[int] | None = None

@@ -52,7 +52,8 @@ def test_record_landscape_masks_a_key_of_its_command_line(tmp_path: Path, monkey
     rl = _record_landscape()
     _, doc = make_result(tmp_path / "src", 0, 8, api_key=KEY)
     doc["simulated"] = False
-    monkeypatch.setattr(rl, "_run_trial", lambda overrides, run_dir, timeout: json.loads(json.dumps(doc)))
+    monkeypatch.setattr(rl, "_run_trial", lambda overrides, workloads, run_dir, timeout:
+                        {w: json.loads(json.dumps(doc)) for w in workloads})
     monkeypatch.setattr("sweep.sim.probe.measure_in_subprocess", lambda threads: {"mem_bw_tbs": 0.01})
     out = tmp_path / "land.json"
     argv = ["--rounds", "1", "--configs", "none", "--out", str(out), "--work", str(tmp_path / "work"),
