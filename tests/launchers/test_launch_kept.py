@@ -459,7 +459,9 @@ def only_result(root: Path) -> dict[str, Any]:
 
 def test_cli_second_run_reuses_the_kept_server(state_dir: Path, tmp_path: Path) -> None:
     port = free_port()
-    args = ["workload=smoke", "server.sim.load_seconds=0.2", "mlflow.enabled=false",
+    # answers long enough that the server logs a decode line (every 40 steps) inside the matrix's
+    # window: the log's accept length covers the matrix only, not the coding eval before it
+    args = ["workload=smoke", "workload.max_tokens=512", "server.sim.load_seconds=0.2", "mlflow.enabled=false",
             f"server.port={port}", "launcher.keep_server=true", f"launcher.state_dir={state_dir}"]
     path = state_file(state_dir, port)
     (tmp_path / "run1").mkdir()
