@@ -208,6 +208,8 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
                     ("'postgresql+psycopg://u@127.0.0.1:1/db'", "unreachable")],
         "directions": [("sideways", "bad enum"), ("[maximize,up]", "bad enum")],
         "cells": [("[[512]]", "not a pair"), ("[[0,1]]", "below the lower bound"), ("5", "wrong type")],
+        "per_load": [("[[2,4,4]]", "not starting at 1"), ("[[1,4,4],[3,8,2]]", "overlapping bands"),
+                     ("[[1,8,-1]]", "negative budget"), ("5", "wrong type")],
     }
     values = table[kind]
     return values if full else values[:1]
