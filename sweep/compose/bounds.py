@@ -514,18 +514,24 @@ def _as_figure(key: str, value: Any, rule: Rule) -> Any:
 # (sweep/compose/arguments.py: every command's arguments, checked by kinds like the config's)
 
 
-def _as_indir(key: str, value: Any, rule: Rule) -> str:
-    """A directory that is there and is read (a sweep dir, results)."""
+def _mode_of(key: str, value: Any, rule: Rule) -> tuple[str, int]:
+    """A path that is there, outside /proc and /sys: (its text, its stat mode)."""
     import os
-    import stat
 
     text = _as_path(key, value, rule)
     if (os.path.abspath(os.path.expanduser(text)) + "/").startswith(_PSEUDO_FS):
         raise ConfigError(key, f"must not point into /proc or /sys, got {_type_name(text)}")
     try:
-        mode = os.stat(os.path.expanduser(text)).st_mode
+        return text, os.stat(os.path.expanduser(text)).st_mode
     except OSError as exc:
         raise ConfigError(key, f"{text}: {exc.strerror or exc}") from None
+
+
+def _as_indir(key: str, value: Any, rule: Rule) -> str:
+    """A directory that is there and is read (a sweep dir, results)."""
+    import stat
+
+    text, mode = _mode_of(key, value, rule)
     if not stat.S_ISDIR(mode):
         raise ConfigError(key, f"{text}: not a directory")
     return text
@@ -533,16 +539,9 @@ def _as_indir(key: str, value: Any, rule: Rule) -> str:
 
 def _as_input(key: str, value: Any, rule: Rule) -> str:
     """A file or a directory that is there and is read (never a device, FIFO or socket)."""
-    import os
     import stat
 
-    text = _as_path(key, value, rule)
-    if (os.path.abspath(os.path.expanduser(text)) + "/").startswith(_PSEUDO_FS):
-        raise ConfigError(key, f"must not point into /proc or /sys, got {_type_name(text)}")
-    try:
-        mode = os.stat(os.path.expanduser(text)).st_mode
-    except OSError as exc:
-        raise ConfigError(key, f"{text}: {exc.strerror or exc}") from None
+    text, mode = _mode_of(key, value, rule)
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         raise ConfigError(key, f"{text}: a special file (a device, FIFO or socket) is never read")
     return text
