@@ -128,6 +128,14 @@ REVIEWED_SKIPS = (
     "optuna-dashboard",           # a web server that runs until Ctrl-C
     "python -m pytest",           # the suite runs these tests itself
     "C=",                          # the recorded simulated schedules: ~40 min of grids (docs/deployment.md)
+    "python -m sweep.schedule --dir SWEEP_DIR --export vllm [",  # a template; tests/report/test_dynamic.py
+    # runs these exports on real runs
+    "dynamic vs best static:",     # what benchmarks/dynamic_sd.py prints, not a command
+    "python -m sweep -m hydra/sweeper=optuna hydra/sweeper/space=",  # a template over the full matrix;
+    # tests/sweeper/test_curve_objectives.py runs a per-load study on the simulator
+    "python -m sweep server=vllm spec=ngram spec.budget=8 'spec.p",  # a full edit matrix on vLLM (hours);
+    # tests/engines/test_vllm_dynamic.py runs a table from YAML on the real engine
+    "python -m sweep.schedule --dir D --export vllm",  # a template (D: your measurement's dir)
 )
 
 

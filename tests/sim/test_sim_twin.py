@@ -246,6 +246,6 @@ def test_predict_breakdown_cli_explains_the_crossover() -> None:
     row = js["breakdown"]["rows"][0]
     assert row["comm"] > row["verify"]  # PCIe: the collectives dominate a C=1 step
     bad = run("sweep.sim.predict", "--breakdown", "--concurrency", "0")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --concurrency: ")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --concurrency[0]: ")
     unknown = run("sweep.sim.predict", "--explain")
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: --explain: unknown option")

@@ -209,7 +209,7 @@ def test_predict_family_cli_prints_the_per_load_schedule_and_vllms_table() -> No
     assert [lv["load"] for lv in doc["levels"]] == [1, 4]  # workload=cpu's concurrencies
     assert 0 < doc["gpu_hours"]["prescreen"] < doc["gpu_hours"]["full_table"]
     bad = subprocess.run([*args[:-1], "--budgets", "0"], capture_output=True, text=True, cwd=ROOT, timeout=240)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --budgets: ")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --budgets[0]: ")
 
 
 def test_the_served_dtype_is_what_streams() -> None:

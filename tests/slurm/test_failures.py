@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -29,9 +31,23 @@ from .conftest import (FAST, SPACE, job_processes, jobs, run_controller, start_c
                        wait_for)
 
 
+def _sqlite_ready(db: Path) -> bool:
+    """The controller has finished creating Optuna's tables (it stamps alembic_version last).
+
+    Opening the file earlier with Optuna would make this poll create the tables too, racing the
+    controller's own creation ("table trial_heartbeats already exists" ends the controller)."""
+    if not db.exists():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
+            return con.execute("SELECT count(*) FROM alembic_version").fetchone()[0] > 0
+    except sqlite3.Error:
+        return False
+
+
 def _trials(storage: str, study: str) -> list[FrozenTrial]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if storage.startswith("sqlite:///") and not Path(storage[len("sqlite:///"):]).exists():
+    if storage.startswith("sqlite:///") and not _sqlite_ready(Path(storage[len("sqlite:///"):])):
         return []  # the controller has not created it yet
     try:
         return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
