@@ -236,8 +236,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(root, tables, line.strip())
     units = units_of(tables, args.statics)
     if args.rounds < 3:
-        print(f"note: {args.rounds} round(s): the intervals need 3 or more (2 gives a t-interval 12.7 x its "
-              "spread wide, 1 none): a check that it runs, not a verdict", file=sys.stderr)
+        print(f"note: {args.rounds} round(s): the intervals rest on the box's spread measured over the rounds' "
+              "cells (two rounds: the wider of it and each pair's own; one: no spread can be measured, only a "
+              "declared hardware.spread judges); 3 or more give each ratio an interval of its own",
+              file=sys.stderr)
     for rnd in range(1, args.rounds + 1):
         shift = (rnd - 1) % len(units)
         for i, u in enumerate(units[shift:] + units[:shift]):

@@ -18,6 +18,13 @@ same config but for ``spec.budget``: :func:`sweep.report.dynamic.family_of`), pe
   relative half-widths added in quadrature;
 * the **geometric mean over the loads** of dynamic / best static (per round, then over the
   rounds, with its interval) and the **worst load**;
+* the intervals follow the project's verdict rule (``sweep.score.noise.with_spread``): the box's
+  **spread** -- measured here over every arm and load run in two or more rounds (the median
+  relative standard deviation of one round's tok/s; a ``hardware.spread`` the trials declare when
+  no cell has two rounds) -- sets a floor, z x sqrt(2) x spread / sqrt(rounds) on a ratio's log
+  (two measurements in each ratio; over L loads, / sqrt(L) more); two rounds are judged with the
+  wider of that and the pair's own scatter (normal quantile, not t = 12.7 on one degree of freedom);
+  three or more with the t-interval, never narrower than the floor;
 * a load **loses** where the interval lies below 1, **wins** above 1, else it is within noise.
 
 A hand-written table is checked the same way: run it as the dynamic arm.
@@ -36,7 +43,7 @@ from sweep.report.dynamic import family_of
 from sweep.score import configs as score_configs
 from sweep.score.metrics import ok_cells
 from sweep.score.speedup import baseline_key
-from sweep.stats import interval
+from sweep.stats import Z975, interval, t975
 
 FORMAT = "specsweep.verify/1"
 _ROUND = re.compile(r"(?:^|[/\\])round(\d+)(?:[/\\]|$)")
@@ -87,18 +94,42 @@ class Ratio:
                 "rounds_paired": self.pairs, "verdict": self.verdict}
 
 
-def _log_interval(logs: Sequence[float]) -> tuple[float, tuple[float, float] | None]:
+def _log_interval(logs: Sequence[float], sd: float | None = None) -> tuple[float, tuple[float, float] | None]:
+    """exp of the mean of ``logs`` with its 95% interval; ``sd``: one log's standard deviation the
+    box's spread gives (module doc: the floor, and how two rounds are judged)."""
     mean = statistics.fmean(logs)
     ci = interval(logs)
+    n = len(logs)
+    if sd is not None and sd > 0:
+        floor = Z975 * sd / math.sqrt(n)
+        own = 0.0 if ci is None else (ci[1] - ci[0]) / 2.0
+        if n == 2:
+            own = own / t975(1) * Z975
+        half = max(own, floor)
+        ci = (mean - half, mean + half)
     return math.exp(mean), (math.exp(ci[0]), math.exp(ci[1])) if ci else None
 
 
-def ratio(a: Arm, b: Arm, load: int) -> Ratio | None:
-    """a / b at ``load``: paired by round where both measured it, else the ratio of the means."""
+def box_spread(arms: Sequence[Arm]) -> tuple[float, int] | None:
+    """The run-to-run spread of one round's tok/s, measured over every arm and load with two or more
+    rounds: the median relative standard deviation (and over how many cells); None: no such cell."""
+    cvs = []
+    for a in arms:
+        for load in a.runs:
+            vs = [v for r, v in a.by_round(load).items() if r >= 0 and v > 0]
+            if len(vs) > 1:
+                cvs.append(statistics.stdev(vs) / statistics.fmean(vs))
+    return (statistics.median(cvs), len(cvs)) if cvs else None
+
+
+def ratio(a: Arm, b: Arm, load: int, spread: float | None = None) -> Ratio | None:
+    """a / b at ``load``: paired by round where both measured it, else the ratio of the means;
+    ``spread``: the box's (module doc)."""
     ra, rb = a.by_round(load), b.by_round(load)
     both = sorted(set(ra) & set(rb))
     if both and all(ra[r] > 0 and rb[r] > 0 for r in both):
-        value, ci = _log_interval([math.log(ra[r] / rb[r]) for r in both])
+        sd = math.sqrt(2.0) * spread if spread else None
+        value, ci = _log_interval([math.log(ra[r] / rb[r]) for r in both], sd)
         return Ratio(value, ci, len(both))
     ma, mb = a.mean(load), b.mean(load)
     if not ma or not mb:
@@ -111,12 +142,13 @@ def ratio(a: Arm, b: Arm, load: int) -> Ratio | None:
     return Ratio(ma / mb, ci, 0)
 
 
-def geomean_ratio(a: Arm, b: Arm, loads: Sequence[int]) -> Ratio | None:
+def geomean_ratio(a: Arm, b: Arm, loads: Sequence[int], spread: float | None = None) -> Ratio | None:
     """The geometric mean over ``loads`` of a / b: per round (paired), then over the rounds."""
     rounds = set.intersection(*[set(a.by_round(x)) & set(b.by_round(x)) for x in loads]) if loads else set()
     if rounds:
         per = [statistics.fmean(math.log(a.by_round(x)[r] / b.by_round(x)[r]) for x in loads) for r in sorted(rounds)]
-        value, ci = _log_interval(per)
+        sd = math.sqrt(2.0 / len(loads)) * spread if spread else None
+        value, ci = _log_interval(per, sd)
         return Ratio(value, ci, len(rounds))
     rs = [ratio(a, b, x) for x in loads]
     if not rs or any(r is None for r in rs):
@@ -154,6 +186,8 @@ class Verification:
     geomean: Ratio | None = None
     geomean_baseline: Ratio | None = None
     rounds: int = 0
+    spread: float | None = None     # the box's, per measurement (module doc)
+    spread_source: str = ""         # "measured over N cells" | "hardware.spread" | ""
 
     @property
     def worst(self) -> LoadResult | None:
@@ -170,7 +204,7 @@ class Verification:
         """Speculation pays here: the best static beats the baseline over the loads."""
         if self.best_static is None or self.baseline is None:
             return False
-        g = geomean_ratio(self.statics[self.best_static], self.baseline, self.loads)
+        g = geomean_ratio(self.statics[self.best_static], self.baseline, self.loads, self.spread)
         return g is not None and g.value > 1
 
     @property
@@ -269,15 +303,22 @@ def _verify(doc: TrialResult, fam: str, dyn: Arm, statics: dict[int, Arm], base:
     def gm(a: Arm) -> float:
         return statistics.fmean(math.log(a.mean(x) or 1e-12) for x in loads)
 
+    measured = box_spread([dyn, *statics.values(), *([base] if base is not None else [])])
+    declared = hw.get("spread")
+    if measured is not None:
+        v.spread, v.spread_source = measured[0], f"measured over {measured[1]} cells"
+    elif isinstance(declared, (int, float)) and not isinstance(declared, bool) and 0 < declared < 1:
+        v.spread, v.spread_source = float(declared), "hardware.spread"
+    sp = v.spread
     v.best_static = max(statics, key=lambda k: gm(statics[k]))
     best = statics[v.best_static]
     for x in loads:
         load_best = max(statics, key=lambda k: statics[k].mean(x) or 0.0)
-        v.results.append(LoadResult(x, budget_at(v.per_load, x), ratio(dyn, best, x),
-                                    ratio(dyn, statics[load_best], x), load_best,
-                                    ratio(dyn, base, x) if base is not None and base.values(x) else None))
-    v.geomean = geomean_ratio(dyn, best, loads)
+        v.results.append(LoadResult(x, budget_at(v.per_load, x), ratio(dyn, best, x, sp),
+                                    ratio(dyn, statics[load_best], x, sp), load_best,
+                                    ratio(dyn, base, x, sp) if base is not None and base.values(x) else None))
+    v.geomean = geomean_ratio(dyn, best, loads, sp)
     if base is not None and all(base.values(x) for x in loads):
-        v.geomean_baseline = geomean_ratio(dyn, base, loads)
+        v.geomean_baseline = geomean_ratio(dyn, base, loads, sp)
     v.rounds = len({r for x in loads for r in dyn.by_round(x)})
     return v

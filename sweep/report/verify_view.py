@@ -47,8 +47,20 @@ def text_lines(v: Verification) -> list[str]:
                  + (f"; vs baseline {v.geomean_baseline.text()}" if v.geomean_baseline else ""))
     loses = v.where_it_loses()
     lines.append("  where it loses: " + ("; ".join(loses) if loses else "nowhere beyond noise"))
+    lines.append("  noise: " + noise_text(v))
     lines.append(f"  {v.headline()}")
     return lines
+
+
+def noise_text(v: Verification) -> str:
+    """What the intervals were judged with (sweep/report/verify.py's module doc)."""
+    if v.spread is None:
+        return (f"95% t-intervals over {v.rounds} paired round(s), the box's spread unknown"
+                + (" (one round: no interval)" if v.rounds < 2 else ""))
+    how = ("the wider of the spread's and each pair's own" if v.rounds == 2
+           else "the spread's alone" if v.rounds < 2 else "t-intervals, never narrower than the spread gives")
+    return (f"95% intervals over {v.rounds} paired round(s): {how}; the box's spread "
+            f"{v.spread:.1%} per measurement ({v.spread_source})")
 
 
 def _arm_dict(arm: Arm, loads: Sequence[int]) -> dict[str, Any]:
@@ -63,6 +75,7 @@ def verification_dict(v: Verification) -> dict[str, Any]:
     return {
         "hardware": v.hardware, "model": v.model, "workload": v.workload, "context": v.context,
         "family": v.family, "per_load": v.per_load, "simulated": v.simulated, "rounds": v.rounds,
+        "spread": round(v.spread, 4) if v.spread is not None else None, "spread_source": v.spread_source or None,
         "loads": v.loads, "best_static": v.best_static,
         "speculation_pays": v.pays,
         "per_load_results": [{"load": r.load, "budget": r.budget,
