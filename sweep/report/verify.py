@@ -66,8 +66,15 @@ class Arm:
         vs = self.values(load)
         return statistics.fmean(vs) if vs else None
 
-    def ci(self, load: int) -> tuple[float, float] | None:
-        return interval(self.values(load))
+    def ci(self, load: int, spread: float | None = None) -> tuple[float, float] | None:
+        """The 95% interval of its tok/s at ``load``; with the box's ``spread``, by the verdict rule
+        (``sweep.score.noise.with_spread``: two runs are not a t-interval on one degree of freedom)."""
+        vs = self.values(load)
+        if spread is None or not vs:
+            return interval(vs)
+        from sweep.score.noise import Candidate, with_spread
+
+        return with_spread(Candidate(self.label, statistics.fmean(vs), interval(vs), len(vs)), spread).ci
 
     def by_round(self, load: int) -> dict[int, float]:
         return {r: statistics.fmean(vs) for r, vs in self.runs.get(load, {}).items() if vs and r >= 0}

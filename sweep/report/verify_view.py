@@ -15,10 +15,10 @@ from sweep.report.dynamic import table_text
 from sweep.report.verify import FORMAT, Arm, Ratio, Verification
 
 
-def _tok(arm: Arm | None, load: int) -> str:
+def _tok(arm: Arm | None, load: int, spread: float | None = None) -> str:
     if arm is None or arm.mean(load) is None:
         return "-"
-    ci = arm.ci(load)
+    ci = arm.ci(load, spread)
     return f"{arm.mean(load):,.1f}" + (f" [{ci[0]:,.1f}-{ci[1]:,.1f}]" if ci else "")
 
 
@@ -35,8 +35,8 @@ def text_lines(v: Verification) -> list[str]:
              "vs best at load", "vs baseline")]
     for r in v.results:
         at = f"b{r.load_best} " + _r(r.vs_load_best) if r.load_best is not None else "-"
-        rows.append((str(r.load), str(r.budget), _tok(v.dynamic, r.load),
-                     _tok(v.statics.get(v.best_static or -1), r.load), _tok(v.baseline, r.load),
+        rows.append((str(r.load), str(r.budget), _tok(v.dynamic, r.load, v.spread),
+                     _tok(v.statics.get(v.best_static or -1), r.load, v.spread), _tok(v.baseline, r.load, v.spread),
                      _r(r.vs_best), at, _r(r.vs_baseline)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -63,10 +63,10 @@ def noise_text(v: Verification) -> str:
             f"{v.spread:.1%} per measurement ({v.spread_source})")
 
 
-def _arm_dict(arm: Arm, loads: Sequence[int]) -> dict[str, Any]:
+def _arm_dict(arm: Arm, loads: Sequence[int], spread: float | None = None) -> dict[str, Any]:
     return {"name": arm.name, "config_id": arm.config_id,
             "tok_s": {x: round(arm.mean(x) or 0.0, 3) for x in loads},
-            "tok_s_ci": {x: [round(c[0], 3), round(c[1], 3)] if (c := arm.ci(x)) else None for x in loads},
+            "tok_s_ci": {x: [round(c[0], 3), round(c[1], 3)] if (c := arm.ci(x, spread)) else None for x in loads},
             "runs": {x: len(arm.values(x)) for x in loads}}
 
 
@@ -90,9 +90,9 @@ def verification_dict(v: Verification) -> dict[str, Any]:
         "worst_load_vs_baseline": ({"load": wb.load, **wb.vs_baseline.to_dict()} if wb and wb.vs_baseline else None),
         "loses": v.where_it_loses(),
         "headline": v.headline(),
-        "arms": {"dynamic": _arm_dict(v.dynamic, v.loads),
-                 **{f"b{k}": _arm_dict(a, v.loads) for k, a in v.statics.items()},
-                 **({"baseline": _arm_dict(v.baseline, v.loads)} if v.baseline is not None else {})},
+        "arms": {"dynamic": _arm_dict(v.dynamic, v.loads, v.spread),
+                 **{f"b{k}": _arm_dict(a, v.loads, v.spread) for k, a in v.statics.items()},
+                 **({"baseline": _arm_dict(v.baseline, v.loads, v.spread)} if v.baseline is not None else {})},
     }
 
 
@@ -118,7 +118,7 @@ def png(v: Verification, path: Path) -> Path | None:
     for label, arm, style in _series(v):
         xs = [x for x in v.loads if arm.mean(x) is not None]
         ys = [arm.mean(x) or 0.0 for x in xs]
-        errs = [arm.ci(x) for x in xs]
+        errs = [arm.ci(x, v.spread) for x in xs]
         lo = [y - e[0] if e else 0.0 for y, e in zip(ys, errs)]
         hi = [e[1] - y if e else 0.0 for y, e in zip(ys, errs)]
         styles: dict[str, dict[str, Any]] = {"dynamic": {"color": "black", "linewidth": 3.0, "zorder": 5},
@@ -166,7 +166,7 @@ def html_section(vs: Sequence[Verification]) -> str:
             xs = [x for x in v.loads if arm.mean(x) is not None]
             series.append(svg.Series(label, "#111" if style == "dynamic" else svg.GREY if style == "baseline"
                                      else svg.color(i), [(x, arm.mean(x) or 0.0) for x in xs],
-                                     [arm.ci(x) for x in xs],
+                                     [arm.ci(x, v.spread) for x in xs],
                                      [f"{label}: concurrency {x}: {arm.mean(x) or 0.0:,.1f} tok/s" for x in xs],
                                      dashed=style == "baseline"))
         log2 = bool(v.loads) and v.loads[-1] >= 4 * v.loads[0]
