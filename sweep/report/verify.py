@@ -43,7 +43,7 @@ from sweep.report.dynamic import family_of
 from sweep.score import configs as score_configs
 from sweep.score.metrics import ok_cells
 from sweep.score.speedup import baseline_key
-from sweep.stats import Z975, interval, t975
+from sweep.stats import Z975, interval
 
 FORMAT = "specsweep.verify/1"
 _ROUND = re.compile(r"(?:^|[/\\])round(\d+)(?:[/\\]|$)")
@@ -108,11 +108,9 @@ def _log_interval(logs: Sequence[float], sd: float | None = None) -> tuple[float
     ci = interval(logs)
     n = len(logs)
     if sd is not None and sd > 0:
-        floor = Z975 * sd / math.sqrt(n)
-        own = 0.0 if ci is None else (ci[1] - ci[0]) / 2.0
-        if n == 2:
-            own = own / t975(1) * Z975
-        half = max(own, floor)
+        from sweep.score.noise import judged_half
+
+        half = judged_half(0.0 if ci is None else (ci[1] - ci[0]) / 2.0, n, Z975 * sd / math.sqrt(n))
         ci = (mean - half, mean + half)
     return math.exp(mean), (math.exp(ci[0]), math.exp(ci[1])) if ci else None
 

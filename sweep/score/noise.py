@@ -118,11 +118,17 @@ def with_spread(c: Candidate[K], spread: float | None) -> Candidate[K]:
     floor = Z975 * spread * abs(c.value) / math.sqrt(n)
     if c.ci is None:
         return Candidate(c.key, c.value, (c.value - floor, c.value + floor), c.n)
-    own = (c.ci[1] - c.ci[0]) / 2.0
+    half = judged_half((c.ci[1] - c.ci[0]) / 2.0, n, floor)
+    return Candidate(c.key, c.value, (c.value - half, c.value + half), c.n)
+
+
+def judged_half(own: float, n: int, floor: float) -> float:
+    """The verdict rule on a half-width: ``own`` (a t-interval's, 0 when none) over ``n`` values
+    against the ``floor`` the box's spread gives -- two values with the normal quantile, never
+    narrower than the floor. Shared by :func:`with_spread` and ratios on logs (report/verify)."""
     if n == 2:
         own = own / t975(1) * Z975  # the pair's own scatter with the normal quantile
-    half = max(own, floor)
-    return Candidate(c.key, c.value, (c.value - half, c.value + half), c.n)
+    return max(own, floor)
 
 
 @dataclass(frozen=True)
