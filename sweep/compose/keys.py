@@ -389,6 +389,7 @@ RULES: dict[str, Rule] = {
     "objective.weights": MAPPING,
     "objective.weights.*": _num(0, 1_000_000, "weight"),
     "objective.constraints": MAPPING,
+    "objective.margin": _num(0, 0.5, "fraction of tok/s within which configs count as equal (the verdicts' margin)"),
     "objective.constraints.coding_pass_rate_min": _num(0, 1, "fraction"),
     "objective.constraints.max_errors": _num(0, MAX_REQUESTS, "failed requests"),
     "objective.constraints.ttft_ms_p99_max": _num(0, MAX_SECONDS * 1000, "ms"),

@@ -48,6 +48,7 @@ class Row:
     tied_with_best: bool = False  # a runner-up the leader cannot be told apart from (95% intervals)
     copies: int = 1  # results of this one config pooled into the row (sweep/score/configs.py)
     config_id: str = ""
+    parts: list[tuple[str, TrialResult]] = field(default_factory=list)  # the copies with their sources (rounds)
 
     @property
     def name(self) -> str:
@@ -295,9 +296,10 @@ def build_groups(docs: Sequence[TrialResult], sources: Sequence[str] | None = No
         doc = pooled.doc
         assert doc is not None
         key = group_key(doc)
-        groups.setdefault(key, Group(key)).rows.append(
-            _row(doc, pooled.sources[-1], copies=max(1, pooled.n - pooled.failed_copies)
-                 if doc.ok else pooled.n, config_id=pooled.config_id))
+        row = _row(doc, pooled.sources[-1], copies=max(1, pooled.n - pooled.failed_copies)
+                   if doc.ok else pooled.n, config_id=pooled.config_id)
+        row.parts = list(zip(pooled.sources, pooled.copies))
+        groups.setdefault(key, Group(key)).rows.append(row)
     for group in groups.values():
         group.rows.sort(key=_sort_key)
         for rank, row in enumerate((r for r in group.rows if r.feasible), 1):

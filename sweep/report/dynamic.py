@@ -41,10 +41,10 @@ from typing import Any, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Row, build_groups
-from sweep.report.schedule import Entry, Level, _entry, _rank, correct, overrides_of
+from sweep.report.schedule import Entry, Level, _entry, correct, group_campaign, judge, overrides_of
 from sweep.score import configs as score_configs
 from sweep.score.metrics import load_of, ok_cells, slo_of
-from sweep.score.noise import Candidate, spread_of, with_spread
+from sweep.score.noise import spread_of
 from sweep.stats.slo import Slo
 
 FORMAT = "specsweep.dynamic/1"
@@ -59,7 +59,7 @@ class Choice:
 
     load: int
     budget: int
-    state: str          # decided | tied | unknown | baseline | none
+    state: str          # decided | equivalent | open | unknown | baseline | none
     why: str
     level: Level
 
@@ -181,26 +181,31 @@ def _budget(row: Row) -> int | None:
 
 
 def _choice(lv: Level, budget_of: dict[int, int]) -> Choice:
+    """The budget a level gets: the campaign model's pick among the family and the baseline (the
+    baseline: 0) -- decided, equivalent (the cheapest within the margin), or at an open level the
+    pick with the smallest regret bound, never a config tied with the baseline while another is
+    separated from it."""
     load = int(lv.load)
-    lead = lv.leader
-    if lead is None:
+    pick = lv.pick
+    if pick is None or lv.verdict is None:
         return Choice(load, 0, "none", "no config meets the SLO without failed requests: no draft", lv)
-    if lv.baseline_wins:
-        how = "leads" if lead is lv.baseline else f"ties the leader {lead.name}"
-        return Choice(load, 0, "baseline", f"the autoregressive baseline {how} "
-                      "(speculation does not pay here beyond noise): no draft", lv)
-    if lv.best is not None:
-        return Choice(load, budget_of[id(lv.best.row)], "decided",
-                      f"{lv.best.name} beats the others beyond noise", lv)
-    if lv.state == "tied":
-        tied = [lead, *lv.tied]
-        budgets = sorted({budget_of[id(e.row)] for e in tied if id(e.row) in budget_of})
-        return Choice(load, budgets[0], "tied",
-                      "undecided between " + ", ".join(f"b{b}" for b in budgets)
-                      + f" (95% intervals overlap): the smaller budget, {budgets[0]}, the cheaper draft", lv)
-    return Choice(load, budget_of[id(lead.row)], "unknown",
-                  f"{lead.name} leads but was measured once and the box's spread is unknown: its budget, "
-                  "unverified (workload.repeats=3 or python -m sweep.decide)", lv)
+    name = lv._name
+    bound = lv.verdict.pick_line(name)
+    budget = 0 if pick is lv.baseline else budget_of[id(pick.row)]
+    if lv.state == "unknown":
+        return Choice(load, budget, "unknown",
+                      f"{pick.name} leads but was measured once and the box's spread is unknown: its budget, "
+                      "unverified (workload.repeats=3 or python -m sweep.decide)", lv)
+    if pick is lv.baseline:
+        return Choice(load, 0, "baseline" if lv.state != "open" else "open",
+                      f"the autoregressive baseline is the pick ({lv.state}; {bound}): no draft", lv)
+    if lv.state == "decided":
+        return Choice(load, budget, "decided", f"{pick.name} beats the others beyond noise", lv)
+    if lv.state == "equivalent":
+        return Choice(load, budget, "equivalent", f"{bound}, within the {lv.verdict.margin:.0%} margin: "
+                      "the cheapest such budget", lv)
+    return Choice(load, budget, "open", f"open ({bound}): the budget with the smallest regret bound; "
+                  "python -m sweep.decide settles it", lv)
 
 
 def _bands(choices: Sequence[Choice]) -> list[tuple[int, int, int]]:
@@ -230,7 +235,7 @@ def _notes(t: Table) -> list[str]:
     if t.bands:
         out.append(f"above {t.bands[-1][1]}: not measured; vLLM carries the last budget ({t.bands[-1][2]}) "
                    "up to its --max-num-seqs")
-    out += [f"load {c.load}: {c.why}" for c in t.choices if c.state in ("tied", "unknown", "none")]
+    out += [f"load {c.load}: {c.why}" for c in t.choices if c.state in ("open", "unknown", "none")]
     if not t.usable:
         out.append("the baseline wins or ties at every measured load: no table (run spec=none)")
     elif len({k for _, _, k in t.bands}) == 1:
@@ -256,7 +261,8 @@ def derive(docs: Sequence[TrialResult], sources: Sequence[str] | None = None, *,
         spread = spread_of(rows[0].doc)
         own = slo_of(g.rows[0].doc)
         chosen = slo if slo is not None else own
-        judge = chosen if chosen.active else None
+        judge_slo = chosen if chosen.active else None
+        camp = group_campaign(rows, spread)  # the noise pooled over the whole group, rounds as blocks
         for name, statics in sorted(fams.items()):
             if family and family not in name:
                 continue
@@ -272,13 +278,11 @@ def derive(docs: Sequence[TrialResult], sources: Sequence[str] | None = None, *,
                 loads = sorted({x for by in cells.values() for x in by})
                 levels = []
                 for x in loads:
-                    entries = [_entry(r, cells[id(r)][x], judge) for r in members if x in cells[id(r)]]
+                    entries = [_entry(r, cells[id(r)][x], judge_slo) for r in members if x in cells[id(r)]]
                     if len([e for e in entries if not e.row.is_baseline]) == 0:
                         continue
-                    for e in entries:  # the interval judged with, as the schedule's (never below the spread's)
-                        e.ci = with_spread(Candidate(e, e.tok_s, e.ci, e.n), spread).ci
                     lv = Level(load=x, entries=entries, baseline=next((e for e in entries if e.row.is_baseline), None))
-                    _rank(lv, None)
+                    judge(lv, camp, (int(ctx), float(x)))
                     levels.append(lv)
                 if not levels:
                     continue
@@ -290,12 +294,7 @@ def derive(docs: Sequence[TrialResult], sources: Sequence[str] | None = None, *,
                           simulated=bool(first.simulated), statics=dict(sorted(statics.items())), baseline=base)
                 t.choices = [_choice(lv, budget_of) for lv in levels]
                 t.bands = _bands(t.choices)
-                ns = sorted({e.n for lv in levels for e in lv.entries})
-                t.noise = (f"95% intervals over {ns[0]}{'' if len(ns) == 1 else f'-{ns[-1]}'} measurements per cell"
-                           + (f", never narrower than the box's spread gives ({spread:.1%} per measurement)"
-                              if spread else "")
-                           if ns and ns[0] > 1 else "some cells measured once: "
-                           + (f"judged with the box's spread ({spread:.1%})" if spread else "noise unknown"))
+                t.noise = camp.noise.line() + f"; margin {camp.margin:.0%}"
                 t.notes = _notes(t)
                 out.append(t)
     return out

@@ -48,7 +48,10 @@ from typing import Any, Sequence
 from sweep.record.result import Cell, TrialResult
 from sweep.report.compare import Group, Row, build_groups
 from sweep.score.metrics import cell_goodput, load_of, ok_cells, slo_of
-from sweep.score.noise import Candidate, Ties, spread_of, tied_within_noise, with_spread
+from sweep.score.campaign import Campaign, Verdict
+from sweep.score.noise import spread_of
+from sweep.score.verdicts import campaign
+from sweep.stats import Z975, t975
 from sweep.stats.slo import Slo
 
 FORMAT = "specsweep.schedule/1"
@@ -80,59 +83,73 @@ class Entry:
 
 @dataclass
 class Level:
+    """One load level of a schedule and what the campaign model says of it (sweep/score/campaign.py)."""
+
     load: float
     entries: list[Entry]
-    leader: Entry | None = None   # the highest tok/s among the configs that meet
-    best: Entry | None = None     # the leader when it beats every runner-up beyond noise
-    tied: list[Entry] = field(default_factory=list)
+    leader: Entry | None = None   # the highest estimated tok/s among the configs that meet
+    best: Entry | None = None     # the pick where the level is decided or equivalent (None: open)
+    tied: list[Entry] = field(default_factory=list)  # an open level's other contenders
     baseline: Entry | None = None
-    verdict: Ties[Entry] | None = None
+    verdict: Verdict[str] | None = None
+    pick: Entry | None = None     # what to run here (an open level's too: the smallest regret bound)
 
     @property
     def state(self) -> str:
-        """``decided`` | ``tied`` (undecided between configs) | ``unknown`` (measured once, the noise
-        unknown) | ``none`` (no config meets the SLO without failed requests)."""
+        """``decided`` (the leader beats every other config beyond noise) | ``equivalent`` (the pick is
+        within the practical margin of the best) | ``open`` | ``unknown`` (no noise to judge with) |
+        ``none`` (no config meets the SLO without failed requests)."""
         if self.leader is None:
             return "none"
-        if self.best is not None:
-            return "decided"
         return self.verdict.state if self.verdict is not None else "unknown"
 
     @property
     def why(self) -> str | None:
-        """Why a level has no best (None: it has one)."""
-        if self.best is not None:
-            return None
+        """What the verdict says, in words (None: decided)."""
         if self.leader is None:
             return "no config meets the SLO without failed requests here"
-        if self.state == "tied":
-            return ("undecided: " + ", ".join([self.leader.name, *(e.name for e in self.tied)])
-                    + " are within noise (their 95% intervals overlap)")
-        return f"{self.leader.name} leads, but it was measured once and the box's spread is unknown"
+        if self.verdict is None:
+            return None
+        if self.state == "decided":
+            return None
+        return self.verdict.why(self._name)
+
+    def _name(self, key: str) -> str:
+        e = self.entry(key)
+        return e.name if e is not None else key
+
+    def entry(self, key: str | None) -> Entry | None:
+        return next((e for e in self.entries if e.row.config_id == key), None)
+
+    @property
+    def regret(self) -> float | None:
+        """The most the pick may be below the true best (a fraction, 95%); None: unknown."""
+        return self.verdict.regret_pct() if self.verdict is not None else None
 
     @property
     def speedup(self) -> float | None:
-        """The leader's tok/s over the baseline's at this load."""
-        if self.leader is None or self.baseline is None or not self.baseline.tok_s:
-            return None
-        return self.leader.tok_s / self.baseline.tok_s
+        """The pick's tok/s over the baseline's at this load (the model's estimates)."""
+        r = self._ratio()
+        return r[0] if r is not None else None
 
     @property
     def speedup_ci(self) -> tuple[float, float] | None:
-        """95% interval of the speedup (the two relative half-widths added in quadrature)."""
-        lead, base = self.leader, self.baseline
-        ratio = self.speedup
-        if ratio is None or lead is None or base is None or lead.ci is None or base.ci is None or not lead.tok_s:
+        """95% interval of the speedup (log scale: never below zero), paired within rounds."""
+        r = self._ratio()
+        return r[1] if r is not None else None
+
+    def _ratio(self) -> tuple[float, tuple[float, float] | None] | None:
+        if self.pick is None or self.baseline is None or self.verdict is None or not self.baseline.meets:
             return None
-        rel = (((lead.ci[1] - lead.ci[0]) / 2 / lead.tok_s) ** 2
-               + ((base.ci[1] - base.ci[0]) / 2 / base.tok_s) ** 2) ** 0.5
-        return (ratio * (1 - rel), ratio * (1 + rel))
+        noise = self.verdict.noise
+        crit = (t975(max(1, int(noise.df))) if noise is not None and noise.df < float("inf") else Z975)
+        return self.verdict.ratio(self.pick.row.config_id, self.baseline.row.config_id, crit)
 
     @property
     def baseline_wins(self) -> bool:
-        """The baseline leads, or ties the leader: speculation does not pay here beyond noise."""
-        return self.leader is not None and self.baseline is not None and self.baseline.meets and (
-            self.leader is self.baseline or any(e is self.baseline for e in self.tied))
+        """The pick is the baseline at a decided or equivalent level: speculation does not pay here
+        (not by more than the margin, at 95%)."""
+        return (self.best is not None and self.baseline is not None and self.best is self.baseline)
 
 
 @dataclass
@@ -170,7 +187,7 @@ class Band:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return ("decided", self.best.name) if self.best is not None else (self.state, *sorted(self.candidates))
+        return ("pick", self.best.name) if self.best is not None else (self.state, *sorted(self.candidates))
 
     def to_dict(self, last: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"from": _num(self.start), "to": _num(self.to),
@@ -196,7 +213,8 @@ class Schedule:
     rows: list[Row]
     bands: list[Band] = field(default_factory=list)
     crossovers: list[Crossover] = field(default_factory=list)
-    spread: float | None = None  # the box's spread that judged configs measured once (None: not used)
+    spread: float | None = None  # the box's spread: a prior where nothing was measured twice
+    campaign: Campaign[str, tuple[int, float]] | None = None
 
     @property
     def unit(self) -> str:
@@ -212,23 +230,16 @@ class Schedule:
 
     @property
     def noise(self) -> str:
-        """What the verdicts were judged with, in one line."""
-        ns = sorted({e.n for lv in self.levels for e in lv.entries})
-        if ns and ns[0] > 1:
-            over = f"95% intervals over {ns[0]}{'' if len(ns) == 1 else f'-{ns[-1]}'} measurements per cell"
-            if self.spread is not None:
-                over += (f", never narrower than the box's spread gives ({self.spread:.1%} per measurement: "
-                         "hardware.spread, a landscape's rounds, the simulator's server.sim.noise)")
-            return over
-        if self.spread is not None:
-            return (f"cells measured once judged with the box's spread, {self.spread:.1%} per measurement "
-                    "(hardware.spread; the simulator's server.sim.noise)")
-        return ("some cells measured once and the box's spread unknown: those verdicts are open "
-                "(workload.repeats=3, the same command again, or python -m sweep.decide)")
+        """What the verdicts were judged with, in one line (the campaign model's noise)."""
+        if self.campaign is None:
+            return "noise unknown"
+        line = self.campaign.noise.line()
+        return f"{line}; margin {self.campaign.margin:.0%}"
 
     @property
     def speculation_stops_paying(self) -> float | None:
-        """The lowest load from which on the baseline wins (or ties) at every measured level."""
+        """The lowest load from which on the baseline is the pick at every measured level (decided or
+        equivalent: no config beats it by more than the margin, at 95%)."""
         out = None
         for lv in reversed(self.levels):
             if not lv.baseline_wins:
@@ -279,15 +290,27 @@ def _entry(row: Row, cell: Cell, slo: Slo | None) -> Entry:
                  (float(ci[0]), float(ci[1])) if ci and len(ci) == 2 and None not in ci else None, attain, meets)
 
 
-def _rank(level: Level, spread: float | None) -> None:
-    ok = [e for e in level.entries if e.meets]
-    found = tied_within_noise([Candidate(e, e.tok_s, e.ci, e.n) for e in ok], spread=spread)
-    if found is None:
+def judge(level: Level, camp: Campaign[str, tuple[int, float]], key: tuple[int, float],
+          among: Sequence[Entry] | None = None) -> None:
+    """The level's verdict from the campaign model, among the entries that meet (or ``among``);
+    each entry's figure and interval become the model's (rounds as blocks, pooled noise)."""
+    pool = [e for e in (among if among is not None else level.entries) if e.meets]
+    if not pool:
         return
-    level.verdict = found
-    level.leader = found.best.key
-    level.tied = [c.key for c in found.tied]
-    level.best = level.leader if (found.decided or len(ok) == 1) else None
+    v = camp.verdict(key, [e.row.config_id for e in pool])
+    if v.state == "none":
+        return
+    level.verdict = v
+    for e in level.entries:
+        est = v.estimates.get(e.row.config_id)
+        if est is not None:
+            e.tok_s = est.tok_s
+            e.ci = v.interval(e.row.config_id)
+    level.leader = level.entry(v.leader)
+    level.pick = level.entry(v.pick)
+    level.best = level.pick if v.state in ("decided", "equivalent") else None
+    level.tied = [e for e in pool if e.row.config_id in v.contenders and e is not level.pick] \
+        if v.state in ("open", "unknown") else []
 
 
 def _winner(lv: Level) -> str | None:
@@ -327,7 +350,7 @@ def _crossovers(levels: Sequence[Level]) -> list[Crossover]:
 def _bands(levels: Sequence[Level]) -> list[Band]:
     bands: list[Band] = []
     for lv in levels:
-        cands = [] if lv.best is not None or lv.leader is None else [lv.leader.name, *(e.name for e in lv.tied)]
+        cands = [] if lv.best is not None or lv.pick is None else [lv.pick.name, *(e.name for e in lv.tied)]
         band = Band(start=lv.load, to=lv.load, levels=[lv.load], best=lv.best, state=lv.state, why=lv.why,
                     candidates=cands, tok_s=[lv.best.tok_s] if lv.best is not None else [],
                     ci=[lv.best.ci] if lv.best is not None else [])
@@ -335,6 +358,8 @@ def _bands(levels: Sequence[Level]) -> list[Band]:
             last = bands[-1]
             last.levels.append(lv.load)
             last.to = lv.load
+            if last.state != lv.state and lv.best is not None:
+                last.state = "equivalent"  # a band of decided and equivalent levels: a pick, within the margin
             if lv.best is not None:
                 last.tok_s.append(lv.best.tok_s)
                 last.ci.append(lv.best.ci)
@@ -358,6 +383,7 @@ def schedules_of(group: Group, slo: Slo | None = None) -> list[Schedule]:
     slo = slo if slo is not None else own
     slo = slo if slo.active else None  # Slo() with no limit: every cell counts
     rate = any(c.request_rate and c.load_search == "max_load" for r in rows for c in r.doc.cells)
+    camp = group_campaign(rows, spread)
     out = []
     for ctx in sorted({c.context for r in rows for c in ok_cells(r.doc.cells)}):
         cells = {id(r): {load_of(c): c for c in ok_cells(r.doc.cells) if c.context == ctx} for r in rows}
@@ -367,18 +393,24 @@ def schedules_of(group: Group, slo: Slo | None = None) -> list[Schedule]:
         levels = []
         for x in keep:
             entries = [_entry(r, cells[id(r)][x], slo) for r in rows if x in cells[id(r)]]
-            for e in entries:  # the interval judged with: never narrower than the box's spread gives
-                e.ci = with_spread(Candidate(e, e.tok_s, e.ci, e.n), spread).ci
             lv = Level(load=x, entries=entries, baseline=next((e for e in entries if e.row.is_baseline), None))
-            _rank(lv, None)
+            judge(lv, camp, (int(ctx), float(x)))
             levels.append(lv)
-        curves = {r.name: [(x, float(c.output_tok_s or 0.0), _entry(r, c, None).ci)
+        judged = {(id(e.row), lv.load): e for lv in levels for e in lv.entries}
+        curves = {r.name: [(x, judged[(id(r), x)].tok_s, judged[(id(r), x)].ci) if (id(r), x) in judged
+                           else (x, float(c.output_tok_s or 0.0), None)
                            for x, c in sorted(cells[id(r)].items())] for r in rows if cells[id(r)]}
-        sched = Schedule(group, ctx, "rate" if rate else "concurrency", slo, levels, curves, rows, spread=spread)
+        sched = Schedule(group, ctx, "rate" if rate else "concurrency", slo, levels, curves, rows, spread=spread,
+                         campaign=camp)
         sched.bands = _bands(levels)
         sched.crossovers = _crossovers(levels)
         out.append(sched)
     return out
+
+
+def group_campaign(rows: Sequence[Row], prior: float | None) -> Campaign[str, tuple[int, float]]:
+    """The campaign model of one group's configs (their copies, rounds as blocks; sweep/score/verdicts.py)."""
+    return campaign([(r.config_id, r.parts or [(r.source, r.doc)], r.doc) for r in rows], prior=prior)
 
 
 def build_schedules(docs: Sequence[TrialResult], slo: Slo | None = None,
@@ -413,7 +445,10 @@ def _ci(ci: tuple[float, float] | None, nd: int = 3) -> list[float] | None:
 
 def _level_dict(lv: Level) -> dict[str, Any]:
     lead = lv.leader
+    regret = lv.regret
     return {"load": _num(lv.load), "best": lv.best.name if lv.best else None, "state": lv.state,
+            "pick": lv.pick.name if lv.pick else None,
+            "regret_at_most": round(regret, 4) if regret is not None else None,
             "why": lv.why, "leader": lead.name if lead else None,
             "tok_s": round(lead.tok_s, 3) if lead else None, "tok_s_ci": _ci(lead.ci) if lead else None,
             "measurements": lead.n if lead else None,

@@ -13,20 +13,27 @@ def _ci(ci: tuple[float, float] | None, nd: int = 0) -> str:
     return f" [{ci[0]:,.{nd}f}-{ci[1]:,.{nd}f}]" if ci is not None else ""
 
 
+def _regret(lv: Any) -> str:
+    r = lv.regret
+    if r is None:
+        return "-"
+    return "best" if r <= 0.0005 else f"<={r:.1%}"
+
+
 def _level_rows(s: Schedule) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for lv in s.levels:
-        lead = lv.leader
+        pick = lv.pick
         missed = [e.name for e in lv.entries if not e.meets]
-        if lv.best is not None:
-            who = lv.best.name
-        elif lead is not None:
-            who = f"open: {lead.name} leads ({'undecided' if lv.state == 'tied' else 'noise unknown'})"
-        else:
+        if pick is None:
             who = "none meets it"
+        elif lv.state in ("decided", "equivalent"):
+            who = f"{pick.name} ({lv.state})"
+        else:
+            who = f"{pick.name} ({lv.state})"
         speedup = "-" if lv.speedup is None else f"{lv.speedup:.2f}x" + _ci(lv.speedup_ci, 2)
-        rows.append((f"{lv.load:g}", who, (fmt(lead.tok_s) + _ci(lead.ci)) if lead else "-",
-                     str(lead.n) if lead else "-", speedup,
+        rows.append((f"{lv.load:g}", who, (fmt(pick.tok_s) + _ci(pick.ci)) if pick else "-",
+                     _regret(lv), str(pick.n) if pick else "-", speedup,
                      ", ".join(f"{e.name} {fmt(e.tok_s)}{_ci(e.ci)}" for e in lv.tied) or "-",
                      ", ".join(missed) or "-"))
     return rows
@@ -40,7 +47,7 @@ def summary_lines(s: Schedule) -> list[str]:
     for i, b in enumerate(s.bands):
         span = f"{unit} {b.start:g}" + (f"-{b.to:g}" if b.to != b.start else "")
         if b.best is not None:
-            what = b.best.name
+            what = b.best.name + (" (within the margin of the best)" if b.state == "equivalent" else "")
         elif b.state == "none":
             what = "no config meets the SLO without failed requests"
         else:
@@ -63,13 +70,15 @@ def _speculation_line(s: Schedule) -> str:
                 "(run spec=none with the same box and workload)")
     stop = s.speculation_stops_paying
     if stop is not None:
-        return (f"speculation stops paying at {unit} {stop:g}: the autoregressive baseline leads "
-                "(or is tied within noise) from there on")
+        return (f"speculation stops paying at {unit} {stop:g}: from there on the autoregressive baseline is the "
+                "pick (no config beats it by more than the margin, at 95%)")
     pays = [lv.load for lv in s.levels if lv.best is not None and not lv.baseline_wins
-            and lv.baseline is not None and lv.best is not lv.baseline]
-    open_ = [lv.load for lv in s.levels if lv.best is None and lv.leader is not None and not lv.baseline_wins]
+            and lv.baseline is not None and lv.speedup_ci is not None and lv.speedup_ci[0] > 1.0]
+    small = [lv.load for lv in s.levels if lv.best is not None and not lv.baseline_wins
+             and lv.load not in pays]
+    open_ = [lv.load for lv in s.levels if lv.best is None and lv.leader is not None]
     none = [lv.load for lv in s.levels if lv.leader is None]
-    ties = [lv.load for lv in s.levels if lv.baseline_wins]
+    base = [lv.load for lv in s.levels if lv.baseline_wins]
 
     def loads(xs: list[float]) -> str:
         return ", ".join(f"{x:g}" for x in xs)
@@ -77,10 +86,12 @@ def _speculation_line(s: Schedule) -> str:
     parts = []
     if pays:
         parts.append(f"speculation pays beyond noise at {unit} {loads(pays)}")
-    if ties:
-        parts.append(f"not at {loads(ties)} (the baseline leads or ties)")
+    if small:
+        parts.append(f"the pick drafts at {loads(small)}, its gain over the baseline not shown beyond noise")
+    if base:
+        parts.append(f"the baseline is the pick at {loads(base)}")
     if open_:
-        parts.append(f"undecided at {loads(open_)}")
+        parts.append(f"open at {loads(open_)}")
     if none:
         parts.append(f"nothing meets the SLO at {loads(none)}")
     if pays and len(pays) == len(s.levels):
@@ -96,15 +107,15 @@ def print_schedules(schedules: Sequence[Schedule], out: Any = None) -> None:
         slo = s.slo.label() if s.slo is not None else "no SLO (objective.slo unset)"
         sim = " (simulated)" if s.group.simulated else ""
         table = Table(title=f"schedule: {s.title}{sim}; {s.group.rows[0].workload}; {slo}")
-        for col, just in ((s.unit, "right"), ("best feasible config", "left"), ("tok/s [95%]", "right"),
-                          ("n", "right"), ("speedup vs AR", "right"), ("tied within noise", "left"),
-                          ("missed SLO/errors", "left")):
+        for col, just in ((s.unit, "right"), ("pick (verdict)", "left"), ("tok/s [95%]", "right"),
+                          ("regret", "right"), ("n", "right"), ("speedup vs AR", "right"),
+                          ("open with", "left"), ("missed SLO/errors", "left")):
             table.add_column(col, justify=just)  # type: ignore[arg-type]
         for row in _level_rows(s):
             table.add_row(*row)
-        table.caption = ("best: highest output tok/s among configs passing the correctness gate whose cell "
-                         "met the SLO, when it beats every other beyond noise (else the level is open); "
-                         "ties: overlapping 95% intervals; n: measurements of the leader's cell")
+        table.caption = ("pick: decided (beats every other beyond noise), equivalent (the cheapest within the "
+                         "margin of the best), or open (the smallest regret bound); regret: the most the pick may "
+                         "be below the true best, at 95%; n: measurements of the pick's cell")
         console.print(table)
         for line in summary_lines(s):
             console.print("  " + line, markup=False, highlight=False)

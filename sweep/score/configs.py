@@ -573,7 +573,15 @@ def _pooled_doc(copies: Sequence[TrialResult], name: str, cid: str) -> TrialResu
         doc = TrialResult.from_dict(newest.to_dict())
         doc.trial.name = name
         return doc
-    newest = ok[-1]
+    # the copy that stands for the config: the newest of those that measured the most cells (a copy
+    # that measured fewer -- sweep.decide's, with workload.cells -- pools into those cells only and
+    # never becomes the config's overrides, headline speedup or "run the best again")
+    def whole(d: TrialResult) -> tuple[bool, int]:
+        partial = any(str(o).lstrip("+~").startswith("workload.cells=") for o in d.trial.overrides or [])
+        return (not partial, len(d.cells))
+
+    most = max(whole(d) for d in ok)
+    newest = [d for d in ok if whole(d) == most][-1]
     if len(ok) == 1:
         doc = TrialResult.from_dict(newest.to_dict())
         doc.trial.name = name

@@ -272,7 +272,12 @@ def _attach_baseline(cfg: TrialConfig, doc: TrialResult, ctx: TrialContext, path
         doc.baseline = Baseline(result=str(bpath), tok_s_lowc=head.tok_s,
                                 headline_concurrency=head.concurrency,
                                 tok_s_c1=head.tok_s if head.concurrency == 1 else None)
-        doc.speedup_vs_baseline = speedup.speedup(tok, head.tok_s)
+        # like with like: the baseline's cell at this trial's headline cell (a copy that measured only
+        # concurrency 8 -- sweep.decide's -- is compared with the baseline at 8, not at 1)
+        mine = score.headline(doc)
+        same = next((c for c in score.ok_cells(bdoc.cells) if c.context == mine.context
+                     and c.concurrency == mine.concurrency), None)
+        doc.speedup_vs_baseline = speedup.speedup(tok, same.output_tok_s if same is not None else None)
 
 
 def _finish_metrics(cfg: TrialConfig, doc: TrialResult) -> None:
