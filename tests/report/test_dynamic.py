@@ -51,6 +51,8 @@ def write(path: Path, budget: int, tok_s: Any, loads: Any = LOADS, *, per_load: 
         cfg["spec"]["per_load"] = per_load
     cfg["workload"].update(contexts=[1024], concurrency=list(loads), max_tokens=64)
     over = ["spec=none"] if budget == 0 else [f"spec={spec}", f"spec.budget={budget}"]
+    if 0 < budget < 4:  # the composed config's own rule (topk <= budget): what python -m sweep would have run
+        over.append(f"spec.topk={budget}")
     if per_load is not None:
         over.append("spec.per_load=" + str(per_load).replace(" ", ""))
     doc = TrialResult(status="ok", simulated=True, config=cfg,
@@ -281,9 +283,12 @@ def test_verify_runs_every_arm_each_round_in_rotated_order(measured: Path) -> No
     first = runs[0]
     assert "server=sim" in first and "spec.per_load=[[1,1,8],[2,4,4],[8,8,2],[16,16,0]]" in first
     assert "spec.budget=8" in first and "workload.concurrency=[1,2,4,8,16]" in first
-    assert "workload.contexts=[1024]" in first and first.endswith(
-        "baseline.auto_run=false workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
-        + "/verify/round1/0-dynamic1")
+    import re
+
+    # every run of the command has a dir of its own under verify/ (a rerun never writes where one ran)
+    assert "workload.contexts=[1024]" in first and re.search(
+        re.escape("baseline.auto_run=false workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
+                  + "/verify/") + r"[\w-]+/round1/0-dynamic1$", first), first
 
 
 def test_a_hand_written_table_is_checked_the_same_way(measured: Path) -> None:
