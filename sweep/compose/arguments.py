@@ -135,6 +135,19 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
                                                           f"workload.contexts=[{a.contexts}]",
                                                           f"workload.concurrency=[{a.concurrency}]",
                                                           f"workload.max_tokens={a.max_tokens}"])),
+    "benchmarks/dynamic_sd.py": (
+        Arg("--requests", "requests", REQUESTS), Arg("--max-tokens", "max_tokens", TOKENS),
+        Arg("--context", "context", CONTEXT),
+        Arg("--concurrency", "concurrency", Rule("csv_ints", 1, MAX_CONCURRENCY, what="in-flight requests")),
+        Arg("--budgets", "budgets", Rule("csv_ints", 1, 8, what="draft budgets (of 1,2,4,8)")),
+        Arg("--workloads", "workloads", TEXT),  # each a workload option: composed with the overrides
+        Arg("--measure-rounds", "measure_rounds", ROUNDS), Arg("--rounds", "rounds", _int(1, 100, "rounds")),
+        Arg("--statics", "statics", Rule("enum", choices=("all", "chosen"))),
+        Arg("--work", "work", OUTDIR), Arg("--measured", "measured", Rule("file", fmt="text")),
+        # the overrides go on every trial: the recorder's vLLM on the CPU box, and verify_dynamic's runs
+        Arg("extra", "extra", OVERRIDES, base=lambda a: ["server=vllm", "hardware=cpu",
+                                                          "hardware.cpu.threads_bind=1",
+                                                          f"workload.max_tokens={a.max_tokens}"])),
     "benchmarks/search_efficiency.py": (
         Arg("--seeds", "seeds", _int(1, 100_000, "seeds")), Arg("--hardware", "hardware", TEXT),
         Arg("--objective", "objective", TEXT),
