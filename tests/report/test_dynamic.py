@@ -342,3 +342,30 @@ def test_measure_export_and_verify_on_the_simulator(tmp_path: Path) -> None:
     [v] = doc["verifications"]
     assert set(v["arms"]) == {"dynamic", "b8", "b16", "baseline"} and v["rounds"] == 1 and v["loads"] == [1, 64]
     assert out.stdout.strip().splitlines()[-1] == v["headline"]
+
+
+def test_two_runs_of_the_verification_are_rounds_of_their_own(tmp_path: Path) -> None:
+    """``verify/<run id>/round<r>/``: a rerun's round 1 is not the earlier run's round 1 (never paired as one)."""
+    import shutil
+
+    root = verified(tmp_path)
+    shutil.move(str(root / "verify"), str(tmp_path / "first"))
+    (root / "verify").mkdir()
+    shutil.move(str(tmp_path / "first"), str(root / "verify" / "run-a"))
+    shutil.copytree(root / "verify" / "run-a" / "round1", root / "verify" / "run-b" / "round1")
+    [v] = verifications(*docs(root))
+    assert v.rounds == 4
+
+
+def test_an_api_key_never_reaches_verify_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sweep.verify_dynamic import main
+
+    secret = "sk-verify-yaml-4c1d9e"
+    root = verified(tmp_path)
+    (root / "dynamic-sim.yaml").write_text(yaml.safe_dump({"format": "specsweep.dynamic/1", "tables": [{
+        "workload": "seed", "context": 1024, "family": "x", "engine": "sim", "per_load": [[1, 1, 8], [2, 4, 2]],
+        "overrides": ["spec=ddtree"], "levels": [{"load": 1}, {"load": 2}, {"load": 4}], "statics": {}}]}))
+    assert main(["--dir", str(root), "--report-only", f"server.api_key={secret}"]) == 0
+    out = capsys.readouterr()
+    written = (root / "verify.yaml").read_text()
+    assert "server.api_key=***" in written and secret not in written + out.out + out.err
