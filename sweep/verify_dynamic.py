@@ -11,7 +11,9 @@ hand-written table in place of the derived one), measures over the same loads
 
 in ``--rounds`` rounds (default 3): each round runs every config once, one server start each
 (tables of several workloads that share a config share its start: ``workload=a,b``), the order
-rotated each round so none always goes first, into ``DIR/verify/round<r>/<n>-<label>/``. Each run
+rotated each round so none always goes first, into ``DIR/verify/<run id>/round<r>/<n>-<label>/`` (every
+run of the command a dir of its own, one verification of a dir at a time: a rerun never writes over
+an earlier one, and its rounds count beside the earlier ones). Each run
 is a ``python -m sweep`` multirun with the config's own overrides, the table's workload and its
 loads (``workload.contexts=[C] workload.concurrency=[loads]``), so its trials reach MLflow like any.
 Then per table and load: dynamic / best static, dynamic / the best static at that load, dynamic /
@@ -26,7 +28,10 @@ headline of the table where speculation pays (the best static beats the baseline
         [--family TEXT] [--table '[[1,1,8],[2,256,2]]'] [--dry-run] [--report-only] [OVERRIDE ...]
 
 OVERRIDEs go on every run (e.g. ``hardware.cpu.threads_bind=1 workload.requests_per_cell=8``: what
-the measurement's own command line had, when the table came from a recorded landscape).
+the measurement's own command line had, when the table came from a recorded landscape). The export is
+input (:mod:`sweep.report.dynamic_read`): its tables are checked before anything runs and give only
+identity knobs; launch plumbing comes from OVERRIDEs and the config, never from the file. Every run's
+command line is checked as ``python -m sweep`` checks it before the first one starts.
 Exit status: 0; 1 when nothing could be verified; 2 on bad input.
 """
 
