@@ -337,7 +337,11 @@ def test_measure_export_and_verify_on_the_simulator(tmp_path: Path) -> None:
         extra = ["--table", "[[1,1,16],[2,64,8]]"]
     else:
         extra = []
-    out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false")
+    # the simulator's timing and the port are launch plumbing: from this command line, never from the export
+    plumbing = ["server.sim.time_scale=0.02", "server.sim.load_seconds=0.2", f"server.port={free_port()}"]
+    out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false",
+              *plumbing)
+    assert "not taken from the file" in out.stderr and "server.sim.time_scale=0.02" in out.stderr
     doc = yaml.safe_load((tmp_path / "verify.yaml").read_text())
     [v] = doc["verifications"]
     assert set(v["arms"]) == {"dynamic", "b8", "b16", "baseline"} and v["rounds"] == 1 and v["loads"] == [1, 64]
