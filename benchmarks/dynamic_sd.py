@@ -52,6 +52,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from launchers.local import run_tied  # noqa: E402 - after the path above
+from sweep import errors  # noqa: E402
+from sweep.errors import ConfigError  # noqa: E402
 
 LOOKUP = ("spec.ngram_n_max=4", "spec.ngram_n_min=2")
 
@@ -74,8 +76,10 @@ def measure(args: argparse.Namespace, measure_dir: Path) -> Path:
            f"workload.min_requests={args.requests}", *args.extra]
     print(f"[measure] {len(ids)} configs x {args.measure_rounds} round(s): {' '.join(cmd[2:])}", flush=True)
     code = run_tied(cmd)  # a killed benchmark leaves no trial or server behind
+    if code == errors.EXIT_INPUT:  # the recorder refused its input and said why in one line: nothing ran
+        raise SystemExit(code)
     if code != 0 or not out.is_file():
-        raise SystemExit(f"measurement failed (exit {code}): see {args.work / 'measure-runs'}")
+        raise errors.Failed(f"measurement failed (exit {code}): see {args.work / 'measure-runs'}")
     return out
 
 
@@ -91,12 +95,13 @@ def derive_tables(measure_dir: Path, budgets: list[int]) -> list[Any]:
     unreadable: list[Path] = []
     found = _landscapes(measure_dir, unreadable)
     if not found:
-        raise SystemExit(f"no landscape under {measure_dir} (unreadable: {unreadable})")
+        raise errors.Failed(f"no landscape under {measure_dir}"
+                            + (f" (unreadable: {', '.join(map(str, unreadable))})" if unreadable else ""))
     tables = [t for t in derive([d for _, d in found], [s for s, _ in found])
               if t.algorithm == "ngram" and set(budgets) <= set(t.budgets) and t.baseline is not None
               and _lookup_4_2(t)]
     if not tables:
-        raise SystemExit(f"no n-gram family with budgets {budgets} (lookup 4/2) and a baseline in {measure_dir}")
+        raise errors.Failed(f"no n-gram family with budgets {budgets} (lookup 4/2) and a baseline in {measure_dir}")
     doc, rendered = document(tables, "vllm", command="benchmarks/dynamic_sd.py")
     for t, r in zip(tables, rendered):
         print("\n".join(text_lines(t, "vllm", r)) + "\n", flush=True)
@@ -127,9 +132,15 @@ def lines(measure_dir: Path, tables: list[Any]) -> list[str]:
     """Each workload's verdict line, and the last line: the workload where speculation pays."""
     import yaml
 
+    from sweep.compose import yaml_guard
+    from sweep.io import readback
+
     path = measure_dir / "verify.yaml"
-    doc = yaml.safe_load(path.read_text()) if path.is_file() else {}
-    vs = [v for v in doc.get("verifications") or [] if isinstance(v, dict)]
+    try:  # the verification's own file, read back as any: bounded, no alias bomb
+        doc = yaml_guard.safe_load(readback.read_text(path), str(path)) if path.exists() else {}
+    except (readback.BadFile, ConfigError, yaml.YAMLError) as exc:
+        return [f"no verification: {path} cannot be read ({exc})"]
+    vs = [v for v in (doc.get("verifications") if isinstance(doc, dict) else None) or [] if isinstance(v, dict)]
     out = []
     verified = {v.get("workload") for v in vs}
     for t in tables:
@@ -156,7 +167,7 @@ def lines(measure_dir: Path, tables: list[Any]) -> list[str]:
     return [*out, str(pick["headline"])]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--requests", type=int, default=16, help="requests per cell (default 16, the landscape's)")
     p.add_argument("--max-tokens", type=int, default=128, help="new tokens per request (default 128)")
@@ -173,27 +184,52 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measured", type=Path, default=None,
                    help="a recorded landscape of the family (skips the measurement)")
     p.add_argument("extra", nargs="*", help="more overrides for every trial")
-    args = p.parse_args(argv)
+    return p
+
+
+def _measured(path: Path) -> None:
+    """``--measured`` is a landscape the reader takes (sweep/sim/landscape.py), before anything runs."""
+    from sweep.sim import landscape
+
+    try:
+        landscape.trial_docs(landscape.load(path))
+    except (landscape.LandscapeError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        why = str(exc).removeprefix("error: ").strip().splitlines()
+        raise ConfigError("--measured", why[0] if why else f"{path}: not a landscape ({type(exc).__name__})") \
+            from None
+
+
+@errors.command("benchmarks/dynamic_sd.py")
+def main(argv: list[str] | None = None) -> int:
+    from sweep.compose import arguments
+
+    args = arguments.parse("benchmarks/dynamic_sd.py", parser(), argv)  # every argument by its rule
     args.concurrency = [int(x) for x in args.concurrency.split(",") if x]
     args.budgets = [int(x) for x in args.budgets.split(",") if x]
     args.workloads = [w for w in args.workloads.split(",") if w]
-    if not set(args.budgets) <= {1, 2, 4, 8} or not args.budgets:
-        p.error("--budgets: a subset of 1,2,4,8 (the recorder's n-gram lookup-4/2 configs)")
-    if min(args.rounds, args.measure_rounds, args.requests, args.max_tokens) < 1:
-        p.error("--rounds, --measure-rounds, --requests and --max-tokens must be >= 1")
+    if not args.workloads:
+        raise ConfigError("--workloads", "no workload given (comma-separated workload options, e.g. edit,prose)")
+    for w in args.workloads:  # each an option of the workload group, composed as the trials will be
+        arguments.check_overrides("--workloads", [f"workload={w}", *args.extra],
+                                  ["server=vllm", "hardware=cpu", "hardware.cpu.threads_bind=1"])
+    if not set(args.budgets) <= {1, 2, 4, 8}:
+        raise ConfigError("--budgets", f"{','.join(map(str, args.budgets))}: a subset of 1,2,4,8 (the recorder's "
+                          "n-gram lookup-4/2 configs)")
+    if args.measured is not None:
+        _measured(args.measured)
     args.work = args.work.resolve()
     measure_dir = args.work / "measure"
     measure_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if args.measured is not None:
-        if not args.measured.is_file():
-            p.error(f"--measured: {args.measured}: no such file")
         shutil.copyfile(args.measured, measure_dir / "landscape.json")
         print(f"[measure] taken from {args.measured}", flush=True)
     else:
         measure(args, measure_dir)
     tables = derive_tables(measure_dir, args.budgets)
     code = verify(args, measure_dir)
+    if code == errors.EXIT_INPUT:  # verify_dynamic refused its input in one line: nothing was measured
+        return code
     if code not in (0, 1):
         print(f"[verify] exit {code}", file=sys.stderr)
     print(f"({(time.time() - t0) / 60:.0f} min; work dir {args.work})")

@@ -16,7 +16,8 @@ through the real CLI (refused cleanly = exit 2, one line naming the key, no
 traceback, nothing written or started). Every figure printed is measured in
 this run; the exit status is 0 only when every row passed.
 
-    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes,issue32]
+    python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes,\
+                                              issue32,issue39]
 
 Section ``classes`` (issue 24) adds a row per class of miss the independent
 testers found: the up-front check checks what runs, one line for expressions,
@@ -32,6 +33,13 @@ a SLURM job that fails without a result, on the test cluster when it is up), wha
 (counts the stream contradicts, through whole trials; an unknown ITL), interrupts (SIGTERM during
 the max-load bisection, between repeats) and secrets through new doors (landscapes, calibrations,
 SLURM job scripts).
+
+Section ``issue39`` adds a row per class of issue 39 on verify_dynamic and the benchmarks: an export's
+names that would be paths, its launch plumbing, its tables (unsorted, overlapping, negative, absurd,
+outside the family), overrides checked like ``python -m sweep``, an api key never printed, one
+verification of a dir at a time, a FIFO or an alias bomb as the export; ``dynamic_sd.py`` and
+``record_landscape.py --summary`` answering bad arguments and truncated files in one line; the
+duplicate-override warning with a secret; a FIFO as the sweep's command marker.
 
 As root (CI) everything runs; without root the tmpfs row is skipped (the
 RLIMIT_FSIZE row stands in for it).
@@ -660,9 +668,140 @@ def issue32_rows() -> list[Row]:
     return rows
 
 
+# ----------------------------------------------------------------------------- 10. issue 39: verify_dynamic, benchmarks
+
+
+def _one_line_row(section: str, case: str, argv: list[str], cwd: Path, *, says: str, code: int = 2,
+                  secret: str = "", timeout: float = 120) -> Row:
+    """A command as a real process: ``code``, one line on stderr holding ``says``, no traceback, no ``secret``."""
+    t0 = time.monotonic()
+    cmd = [sys.executable, str(ROOT / argv[0]), *argv[1:]] if argv[0].endswith(".py") else [sys.executable, "-m",
+                                                                                           *argv]
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=subprocess_env(), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Row(section, case, "hung", "-", "-", "-", "-", "-", False, f"no answer in {timeout:.0f} s")
+    lines = [x for x in proc.stderr.splitlines() if x.strip()]
+    leaked = int(bool(secret) and secret in proc.stdout + proc.stderr)
+    one = len(lines) == 1 if code == 2 else True
+    ok = proc.returncode == code and one and says in proc.stderr + proc.stdout and "Traceback" not in proc.stderr \
+        and not leaked
+    return Row(section, case, "refused" if proc.returncode == 2 else "ran", "-", str(proc.returncode), "-", leaked,
+               "-", ok, (lines[-1][:110] if lines else "") + f" ({time.monotonic() - t0:.1f} s)")
+
+
+def issue39_rows() -> list[Row]:
+    """A row per class of issue 39 this side of it: verify_dynamic's export and command line, the benchmarks'
+    arguments and files, the duplicate-override warning, the sweep's command marker."""
+    import yaml
+
+    from test_benchmark_inputs import LANDSCAPE
+
+    work = _work("issue39")
+    rows: list[Row] = []
+
+    def export(name: str, **table: Any) -> Path:
+        t: dict[str, Any] = {
+            "workload": "seed", "context": 1024, "family": "f", "engine": "sim", "per_load": [[1, 2, 8], [3, 16, 4]],
+            "overrides": ["spec=ddtree", "hardware=b300", "spec.budget=8"],
+            "levels": [{"load": 1}, {"load": 2}, {"load": 4}, {"load": 8}],
+            "statics": {4: {"name": "b4", "overrides": ["spec=ddtree", "spec.budget=4", "hardware=b300"]},
+                        8: {"name": "b8", "overrides": ["spec=ddtree", "spec.budget=8", "hardware=b300"]}},
+            "baseline": {"name": "n", "overrides": ["spec=none", "hardware=b300"]},
+            "workload_overrides": ["workload.contexts=[1024]"]}
+        t.update(table)
+        d = work / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "dynamic-sim.yaml").write_text(yaml.safe_dump({"format": "specsweep.dynamic/1", "tables": [t]}))
+        return d
+
+    sec = "15 verify_dynamic"
+    d = export("escape", statics={"/../../x_statics": {"name": "x", "overrides": ["spec=ddtree"]}})
+    rows.append(_one_line_row(sec, "a statics key /../../x_statics: no path outside --dir",
+                              ["sweep.verify_dynamic", "--dir", str(d), "--dry-run"], work,
+                              says="statics key '/../../x_statics'"))
+    canary = work / "FORGED-RAN"
+    d = export("forged", overrides=["spec=ddtree", "hardware=b300", "spec.budget=8",
+                                    f"server.executable=[/bin/sh,-c,'touch {canary}']", "launcher=ssh"])
+    row = _one_line_row(sec, "server.executable and launcher from the export: named, not run",
+                        ["sweep.verify_dynamic", "--dir", str(d), "--dry-run", "--rounds", "1"], work, code=0,
+                        says="not taken from the file")
+    row.passed = row.passed and not canary.exists()
+    rows.append(row)
+    for label, table, says in (("unsorted", [[3, 16, 4], [1, 2, 8]], "sorted, not overlapping"),
+                               ("overlapping", [[1, 4, 8], [3, 16, 4]], "sorted, not overlapping"),
+                               ("negative", [[1, 2, -8], [3, 16, 4]], "must be in [0, 1024]"),
+                               ("absurd", [[1, 2, 8], [3, 10**9, 4]], "must be in [1, 100000]"),
+                               ("outside the family", [[1, 2, 16], [3, 16, 4]], "not one of the family's budgets")):
+        d = export(f"table-{label.replace(' ', '-')}", per_load=table)
+        rows.append(_one_line_row(sec, f"a table {label}: refused before any run",
+                                  ["sweep.verify_dynamic", "--dir", str(d), "--dry-run"], work, says=says))
+    d = export("keys")
+    for given, says in (("spec.budgit=4", "no such key"), ("workload.cells=[[60,1]]", "set by the verification"),
+                        ("workload.dataset_path=/proc/self/environ", "pseudo filesystem")):
+        rows.append(_one_line_row(sec, f"the override {given}", ["sweep.verify_dynamic", "--dir", str(d), "--dry-run",
+                                                                 given], work, says=says))
+    key = f"sk-matrix-{uuid.uuid4().hex[:10]}"
+    rows.append(_one_line_row(sec, "server.api_key=<key> on the command line: never printed",
+                              ["sweep.verify_dynamic", "--dir", str(d), "--dry-run", "--rounds", "1",
+                               f"server.api_key={key}"], work, code=0, says="server.api_key=***", secret=key))
+    from sweep.io import dirlock
+
+    lock = dirlock.acquire(d / "verify")
+    try:
+        rows.append(_one_line_row(sec, "a second verification of the same dir at once: refused",
+                                  ["sweep.verify_dynamic", "--dir", str(d), "--rounds", "1"], work,
+                                  says="is in use by another verify_dynamic"))
+    finally:
+        lock.release()
+    fifo = work / "fifo"
+    fifo.mkdir(exist_ok=True)
+    if not (fifo / "dynamic-sim.yaml").exists():
+        os.mkfifo(fifo / "dynamic-sim.yaml")
+    rows.append(_one_line_row(sec, "a FIFO named dynamic-sim.yaml: refused, no hang",
+                              ["sweep.verify_dynamic", "--dir", str(fifo), "--dry-run"], work, says="a FIFO",
+                              timeout=60))
+    bomb = work / "bomb"
+    bomb.mkdir(exist_ok=True)
+    lines = ["format: specsweep.dynamic/1", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    (bomb / "dynamic-sim.yaml").write_text("\n".join([*lines, "tables: [{overrides: *a8}]"]) + "\n")
+    rows.append(_one_line_row(sec, "an alias bomb as the export: refused before it is built",
+                              ["sweep.verify_dynamic", "--dir", str(bomb), "--dry-run"], work, says="alias bomb",
+                              timeout=60))
+    sec = "16 benchmarks"
+    truncated = work / "truncated.json"
+    truncated.write_bytes(LANDSCAPE.read_bytes()[:3000])
+    for argv, says in ((["--budgets", "a"], "--budgets[0]"), (["--requests", "x"], "--requests"),
+                       (["--measured", str(truncated)], "--measured: landscape"),
+                       (["--measured", str(work / "missing.json")], "--measured: no such file"),
+                       (["spec.budgit=4"], "spec.budgit")):
+        rows.append(_one_line_row(sec, "dynamic_sd.py " + " ".join(Path(a).name if "/" in a else a for a in argv),
+                                  ["benchmarks/dynamic_sd.py", *argv, "--work", str(work / "sd")], work, says=says))
+    rows.append(_one_line_row(sec, "record_landscape.py --summary of a truncated landscape",
+                              ["benchmarks/record_landscape.py", "--summary", str(truncated)], work,
+                              says="--summary: landscape"))
+    sec = "17 sweep"
+    key = f"sk-dup-{uuid.uuid4().hex[:10]}"
+    rows.append(_one_line_row(sec, "server.api_key given twice: the warning masks it",
+                              ["sweep", "server=sim", "server.api_key=sk-dup-first-0", f"server.api_key={key}",
+                               "--cfg", "job"], work, code=0, says="the last one wins: server.api_key=***",
+                              secret=key))
+    marker = work / "marker"
+    where = marker / "multirun" / "2026-01-01" / "00-00-00"
+    where.mkdir(parents=True, exist_ok=True)
+    if not (where / ".specsweep-command.json").exists():
+        os.mkfifo(where / ".specsweep-command.json")
+    rows.append(_one_line_row(sec, "a FIFO named .specsweep-command.json under multirun/: named, no hang",
+                              ["sweep", "-m", "dry_run=true", "server=sim", "spec.budget=4,8"], marker, code=0,
+                              says="a FIFO, not a regular file", timeout=300))
+    return rows
+
+
 SECTIONS: dict[str, Callable[[], Any]] = {
     "sandbox": sandbox_rows, "orphans": orphan_rows, "secrets": secret_rows, "protocol": protocol_rows,
     "input": input_rows, "mlflow": mlflow_rows, "files": file_rows, "classes": class_rows, "issue32": issue32_rows,
+    "issue39": issue39_rows,
 }
 
 
@@ -673,6 +812,7 @@ def totals(rows: list[Row]) -> str:
 
     inputs = [r for r in rows if r.section.startswith(("5 ", "11 class"))
               or r.section in (f"8 class {c}" for c in CLASSES)]
+    inputs += [r for r in rows if r.section.startswith(("15 ", "16 "))]
     leaks = [r for r in rows if r.section.startswith(("1 ", "3 ", "8 class 6", "14 "))]
     faults = [r for r in rows if r not in inputs and r not in leaks]
     secrets = sum(r.secrets for r in rows if isinstance(r.secrets, int))

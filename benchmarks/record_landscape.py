@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = arguments.parse("benchmarks/record_landscape.py", parser(), argv)  # every argument by its rule
     if args.summary is not None:
-        print("\n".join(summary(args.summary)))
+        print("\n".join(readable_summary(args.summary)))
         return 0
     spec = ENGINES[args.engine]
     configs = list(spec["configs"])
@@ -415,6 +415,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ------------------------------------------------------------------------------------------ the tables
+
+
+def readable_summary(path: Path) -> list[str]:
+    """:func:`summary` of the file the user named: a file that is no landscape (truncated, of the wrong
+    shape) is bad input, one line naming ``--summary`` and exit 2, never a traceback."""
+    from sweep.sim.landscape import LandscapeError
+
+    try:
+        return summary(path)
+    except (LandscapeError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+        why = str(exc).removeprefix("error: ").strip().splitlines()
+        raise errors.ConfigError("--summary", why[0] if why else f"{path}: not a landscape this version reads "
+                                 f"({type(exc).__name__})") from None
 
 
 def summary(path: Path) -> list[str]:

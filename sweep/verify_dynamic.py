@@ -11,7 +11,9 @@ hand-written table in place of the derived one), measures over the same loads
 
 in ``--rounds`` rounds (default 3): each round runs every config once, one server start each
 (tables of several workloads that share a config share its start: ``workload=a,b``), the order
-rotated each round so none always goes first, into ``DIR/verify/round<r>/<n>-<label>/``. Each run
+rotated each round so none always goes first, into ``DIR/verify/<run id>/round<r>/<n>-<label>/`` (every
+run of the command a dir of its own, one verification of a dir at a time: a rerun never writes over
+an earlier one, and its rounds count beside the earlier ones). Each run
 is a ``python -m sweep`` multirun with the config's own overrides, the table's workload and its
 loads (``workload.contexts=[C] workload.concurrency=[loads]``), so its trials reach MLflow like any.
 Then per table and load: dynamic / best static, dynamic / the best static at that load, dynamic /
@@ -26,7 +28,10 @@ headline of the table where speculation pays (the best static beats the baseline
         [--family TEXT] [--table '[[1,1,8],[2,256,2]]'] [--dry-run] [--report-only] [OVERRIDE ...]
 
 OVERRIDEs go on every run (e.g. ``hardware.cpu.threads_bind=1 workload.requests_per_cell=8``: what
-the measurement's own command line had, when the table came from a recorded landscape).
+the measurement's own command line had, when the table came from a recorded landscape). The export is
+input (:mod:`sweep.report.dynamic_read`): its tables are checked before anything runs and give only
+identity knobs; launch plumbing comes from OVERRIDEs and the config, never from the file. Every run's
+command line is checked as ``python -m sweep`` checks it before the first one starts.
 Exit status: 0; 1 when nothing could be verified; 2 on bad input.
 """
 
@@ -101,33 +106,42 @@ def _export_file(args: argparse.Namespace) -> Path:
 
 
 def _tables(args: argparse.Namespace) -> list[dict[str, Any]]:
-    import yaml
-
-    from sweep.report.dynamic import FORMAT, parse_table, table_text
+    """The export's tables to verify, each checked as data and carrying identity knobs only
+    (:mod:`sweep.report.dynamic_read`); what a table's file gave that is not taken is named."""
+    from sweep import secrets
+    from sweep.report import dynamic_read
+    from sweep.report.dynamic import parse_table, table_text
 
     path = _export_file(args)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError("--file", f"{path}: cannot read it ({str(exc).splitlines()[0]})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("tables"), list):
-        raise ConfigError("--file", f"{path}: not a {FORMAT} file")
-    tables = [t for t in doc["tables"] if isinstance(t, dict)
-              and (args.workload is None or t.get("workload") == args.workload)
-              and (args.family is None or args.family in str(t.get("family")))]
+    checked = dynamic_read.checked_tables(dynamic_read.read(path), path, family=not args.report_only)
+    picked = [c for c in checked if (args.workload is None or c.workload == args.workload)
+              and (args.family is None or args.family in c.family)]
     hand = parse_table(args.table) if args.table is not None else None
     if hand is not None:
-        if len(tables) != 1:
-            raise ConfigError("--table", f"applies to one table; {len(tables)} match (pick one with --workload "
+        if len(picked) != 1:
+            raise ConfigError("--table", f"applies to one table; {len(picked)} match (pick one with --workload "
                               "and --family)")
-        t = tables[0]
-        top = max(k for _, _, k in hand)
-        keep = [o for o in (t.get("overrides") or _rebuild(t)) if not o.startswith(("spec.budget=", "spec.per_load="))]
-        t.update(per_load=hand, overrides=[*keep, f"spec.budget={top}", f"spec.per_load={table_text(hand)}"])
-    tables = [t for t in tables if t.get("per_load")]
-    if not tables:
+        if not args.report_only:
+            dynamic_read.within_family(picked[0], hand, "--table")
+        picked[0].per_load = hand
+    picked = [c for c in picked if c.per_load]
+    if not picked:
         raise ConfigError("--file", f"{path}: no table to verify (every matching one is 'no table': the baseline "
                           "wins; give one with --table)")
+    tables = []
+    for c in picked:
+        if c.dropped:
+            print(secrets.mask_text(f"note: {path.name} tables[{c.index}]: not taken from the file (launch "
+                                    "plumbing comes from your command line and config): " + " ".join(c.dropped)),
+                  file=sys.stderr)
+        t = c.as_dict()
+        assert c.per_load is not None
+        keep = [o for o in (c.overrides if c.overrides is not None else _rebuild(t))
+                if not o.lstrip("+~").startswith(("spec.budget=", "spec.per_load="))]
+        # the table the file gives (or --table) is the one run: the budget and per_load lines are its own
+        top = max(k for _, _, k in c.per_load)
+        t["overrides"] = [*keep, f"spec.budget={top}", f"spec.per_load={table_text(c.per_load)}"]
+        tables.append(t)
     return tables
 
 
@@ -135,8 +149,7 @@ def _rebuild(t: dict[str, Any]) -> list[str]:
     """A 'no table' entry's dynamic overrides: its newest static's, the budget left out."""
     statics = t.get("statics") or {}
     top = statics[max(statics)] if statics else {}
-    return [f"server={t.get('engine')}",
-            *[o for o in top.get("overrides") or [] if not o.startswith(("server=", "spec.budget="))]]
+    return [o for o in top.get("overrides") or [] if not o.startswith(("server=", "spec.budget="))]
 
 
 def _chosen(t: dict[str, Any]) -> set[int]:
@@ -226,40 +239,139 @@ def report(root: Path, tables: Sequence[dict[str, Any]] | None, command_line: st
     return 0
 
 
+# the verification sets these itself: the table's loads and context, and where each run writes
+_SET_HERE = ("workload.contexts", "workload.concurrency", "workload.cells", "hydra.sweep.dir", "hydra.run.dir",
+             "hydra.sweep.subdir")
+
+
+def _own_keys_refused(overrides: Sequence[str]) -> None:
+    for line in overrides:
+        key = line.lstrip("+~").split("=", 1)[0]
+        if key in _SET_HERE:
+            raise ConfigError(key, "is set by the verification (the table's context and loads; its run dirs under "
+                              "--dir): leave it out")
+
+
+def _run_id() -> str:
+    import os
+    import time
+
+    return time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+
+
+def _new_run_dir(base: Path) -> Path:
+    """``base/<run id>``, made here: a directory no other run of this dir used (none is ever reused)."""
+    for n in range(1000):
+        path = base / (_run_id() + (f"-{n}" if n else ""))
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue
+        return path
+    raise ConfigError("--dir", f"{base}: no new run dir could be made")
+
+
+def _run_dir(run_root: Path, rnd: int, i: int, label: str) -> Path:
+    """``run_root/round<r>/<i>-<label>``, checked to stay inside ``run_root`` (the label is ours,
+    ``b<budget>`` of a whole number; checked all the same, as every name that becomes a path)."""
+    from sweep.io.readback import Invalid, inside
+
+    try:
+        return inside(run_root / f"round{rnd}", f"{i}-{label}", "", "run dir")
+    except Invalid as exc:
+        raise ConfigError("--file", str(exc)) from None
+
+
+def _check_runs(units: Sequence[Unit], run_root: Path, extra: Sequence[str]) -> None:
+    """Every run's command line checked as ``python -m sweep`` checks it, before the first one starts:
+    the table through spec.per_load's rule and the engine's own limits, the user's overrides on it."""
+    from sweep.compose import cmdline
+
+    for i, u in enumerate(units):
+        for cmd in u.commands(_run_dir(run_root, 1, i, u.label), extra):
+            try:
+                cmdline.validate(cmd[3:])
+            except ConfigError as exc:
+                raise ConfigError(exc.key, f"{exc.message} (in the {u.label} run: check the export's table, or "
+                                  "your overrides)") from None
+
+
 @command("sweep.verify_dynamic")
 def main(argv: Sequence[str] | None = None) -> int:
+    from sweep import secrets
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    secrets.remember(secrets.found_in(given))  # an api key given here is masked wherever it would appear
     args = _parse(argv)
+    _own_keys_refused(args.overrides)
     root = args.dir.resolve()
     tables = _tables(args)
-    line = "python -m sweep.verify_dynamic " + " ".join(sys.argv[1:] if argv is None else list(argv))
+    line = secrets.mask_text("python -m sweep.verify_dynamic " + " ".join(secrets.mask_argv(given))).strip()
     if args.report_only:
-        return report(root, tables, line.strip())
+        with _held(root):
+            return report(root, tables, line)
     units = units_of(tables, args.statics)
-    if args.rounds < 3:
-        print(f"note: {args.rounds} round(s): the intervals rest on the box's spread measured over the rounds' "
-              "cells (two rounds: the wider of it and each pair's own; one: no spread can be measured, only a "
-              "declared hardware.spread judges); 3 or more give each ratio an interval of its own",
-              file=sys.stderr)
-    for rnd in range(1, args.rounds + 1):
-        shift = (rnd - 1) % len(units)
-        for i, u in enumerate(units[shift:] + units[:shift]):
-            run_dir = root / VERIFY_DIR / f"round{rnd}" / f"{i}-{u.label}"
+    if args.dry_run:
+        run_root = root / VERIFY_DIR / _run_id()  # what a run would make; nothing is made
+        _check_runs(units, run_root, args.overrides)
+        for rnd, i, u, run_dir in _schedule(units, args.rounds, run_root):
             for cmd in u.commands(run_dir, args.overrides):
-                if args.dry_run:
-                    print(" ".join(cmd[1:]))
-                    continue
-                print(f"[round {rnd}/{args.rounds}] {u.label}: {' '.join(cmd[3:])}", flush=True)
-                run_dir.mkdir(parents=True, exist_ok=True)
-                from launchers.local import run_tied
+                print(secrets.mask_text(" ".join(secrets.mask_argv(cmd[1:]))))
+        return 0
+    with _held(root):
+        run_root = _new_run_dir(root / VERIFY_DIR)
+        try:
+            _check_runs(units, run_root, args.overrides)
+        except ConfigError:
+            run_root.rmdir()  # nothing ran: no empty run left behind
+            raise
+        if args.rounds < 3:
+            print(f"note: {args.rounds} round(s): the intervals rest on the box's spread measured over the rounds' "
+                  "cells (two rounds: the wider of it and each pair's own; one: no spread can be measured, only a "
+                  "declared hardware.spread judges); 3 or more give each ratio an interval of its own",
+                  file=sys.stderr)
+        print(f"runs: {run_root}", file=sys.stderr)
+        from launchers.local import run_tied
 
+        for rnd, i, u, run_dir in _schedule(units, args.rounds, run_root):
+            for cmd in u.commands(run_dir, args.overrides):
+                shown = secrets.mask_text(" ".join(secrets.mask_argv(cmd[3:])))
+                print(f"[round {rnd}/{args.rounds}] {u.label}: {shown}", flush=True)
+                run_dir.mkdir(parents=True, exist_ok=True)
                 with open(run_dir / "verify.log", "a") as log:
                     # tied to us: a killed verification leaves no trial or server behind
                     code = run_tied(cmd, stdout=log, stderr=subprocess.STDOUT)
                 if code != 0:
                     print(f"  exit {code}: see {run_dir / 'verify.log'}", file=sys.stderr)
-    if args.dry_run:
-        return 0
-    return report(root, tables, line.strip())
+        return report(root, tables, line)
+
+
+def _schedule(units: Sequence[Unit], rounds: int, run_root: Path) -> list[tuple[int, int, Unit, Path]]:
+    """Each round every unit once, the order rotated so none always goes first."""
+    out = []
+    for rnd in range(1, rounds + 1):
+        shift = (rnd - 1) % len(units)
+        for i, u in enumerate([*units[shift:], *units[:shift]]):
+            out.append((rnd, i, u, _run_dir(run_root, rnd, i, u.label)))
+    return out
+
+
+def _held(root: Path) -> Any:
+    """One verification of a dir at a time: a second one is refused in one line (sweep/io/dirlock.py)."""
+    import contextlib
+
+    from sweep.io import dirlock
+
+    @contextlib.contextmanager
+    def held() -> Any:
+        lock = dirlock.acquire(root / VERIFY_DIR, key="--dir", who="another verify_dynamic",
+                               hint="wait for it to end (a rerun adds new rounds beside its runs)")
+        try:
+            yield lock
+        finally:
+            lock.release()
+
+    return held()
 
 
 if __name__ == "__main__":

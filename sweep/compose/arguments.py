@@ -43,20 +43,22 @@ class Arg:
 
 
 def _export_overrides(folder: Any, file: Any) -> list[str]:
-    """The first table's overrides of a ``dynamic-<engine>.yaml`` (what ``verify_dynamic``'s extra
-    overrides go on top of); none when there is no readable export (the command says so itself)."""
+    """The first table's identity overrides of a ``dynamic-<engine>.yaml`` (what ``verify_dynamic``'s
+    extra overrides go on top of), read by the export's one reader (:mod:`sweep.report.dynamic_read`:
+    never a FIFO, a device or an alias bomb); none when there is no usable export (the command says so
+    itself)."""
     from pathlib import Path
 
-    import yaml
+    from sweep.report import dynamic_read
 
     try:
         files = [Path(file)] if file is not None else sorted(Path(folder).glob("dynamic-*.yaml"))
-        if not files or files[0].stat().st_size > 1 << 20:
+        if not files:
             return []
-        tables = yaml.safe_load(files[0].read_text()).get("tables") or []
-        return [str(o) for o in tables[0].get("overrides") or []]
-    except (OSError, yaml.YAMLError, AttributeError, IndexError, TypeError):
+        t = dynamic_read.checked_tables(dynamic_read.read(files[0]), files[0])[0]
+    except (ConfigError, OSError, IndexError):
         return []
+    return [f"server={t.engine}", *(t.overrides or [])]
 
 
 def _int(lo: float, hi: float, what: str = "") -> Rule:
@@ -132,6 +134,19 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("extra", "extra", OVERRIDES, base=lambda a: [f"server={a.engine}", "hardware=cpu",
                                                           f"workload.contexts=[{a.contexts}]",
                                                           f"workload.concurrency=[{a.concurrency}]",
+                                                          f"workload.max_tokens={a.max_tokens}"])),
+    "benchmarks/dynamic_sd.py": (
+        Arg("--requests", "requests", REQUESTS), Arg("--max-tokens", "max_tokens", TOKENS),
+        Arg("--context", "context", CONTEXT),
+        Arg("--concurrency", "concurrency", Rule("csv_ints", 1, MAX_CONCURRENCY, what="in-flight requests")),
+        Arg("--budgets", "budgets", Rule("csv_ints", 1, 8, what="draft budgets (of 1,2,4,8)")),
+        Arg("--workloads", "workloads", TEXT),  # each a workload option: composed with the overrides
+        Arg("--measure-rounds", "measure_rounds", ROUNDS), Arg("--rounds", "rounds", _int(1, 100, "rounds")),
+        Arg("--statics", "statics", Rule("enum", choices=("all", "chosen"))),
+        Arg("--work", "work", OUTDIR), Arg("--measured", "measured", Rule("file", fmt="text")),
+        # the overrides go on every trial: the recorder's vLLM on the CPU box, and verify_dynamic's runs
+        Arg("extra", "extra", OVERRIDES, base=lambda a: ["server=vllm", "hardware=cpu",
+                                                          "hardware.cpu.threads_bind=1",
                                                           f"workload.max_tokens={a.max_tokens}"])),
     "benchmarks/search_efficiency.py": (
         Arg("--seeds", "seeds", _int(1, 100_000, "seeds")), Arg("--hardware", "hardware", TEXT),

@@ -267,13 +267,23 @@ def flags_first(argv: Sequence[str]) -> list[str]:
 
 
 def duplicates(overrides: Sequence[str]) -> list[str]:
-    """One warning per key given more than once (Hydra keeps the last, silently)."""
+    """One warning per key given more than once (Hydra keeps the last, silently). The value of a
+    secret key is shown as ``***`` by its name: masking the line as text missed it (``wins:`` read as
+    the name of an assignment whose value was ``server.api_key=sk-...``; a value with a space)."""
+    from sweep import secrets
+
     seen: dict[str, list[str]] = {}
     for line in overrides:
         key = line.split("=", 1)[0].lstrip("+~") if "=" in line else line.lstrip("~")
         if key:
             seen.setdefault(key, []).append(line)
-    return [f"warning: {key} is given {len(lines)} times; the last one wins: {lines[-1]}"
+
+    def shown(key: str, line: str) -> str:
+        if "=" in line and secrets.is_secret_name(key):
+            return f"{line.split('=', 1)[0]}={secrets.MASK}"
+        return secrets.mask_text(line)
+
+    return [f"warning: {key} is given {len(lines)} times; the last one wins: {shown(key, lines[-1])}"
             for key, lines in seen.items() if len(lines) > 1]
 
 

@@ -53,21 +53,23 @@ def _holder(path: Path) -> str:
     return f"pid {info.get('pid', '?')} on {info.get('host', '?')}{when}"
 
 
-def acquire(sweep_dir: str | os.PathLike[str]) -> SweepDirLock:
-    """Lock ``sweep_dir`` (made if missing) for this process; StorageError if another sweep holds it."""
+def acquire(sweep_dir: str | os.PathLike[str], *, key: str = KEY, who: str = "another sweep",
+            hint: str = "wait for it to end, or give this one its own hydra.sweep.dir") -> SweepDirLock:
+    """Lock ``sweep_dir`` (made if missing) for this process; StorageError if another sweep holds it.
+    ``key``, ``who`` and ``hint``: how the refusal names the argument, the holder and the way out
+    (``python -m sweep.verify_dynamic`` locks its ``--dir`` the same way)."""
     folder = Path(sweep_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / FILENAME
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise StorageError(KEY, f"{folder}: {exc.strerror or exc}") from None
+        raise StorageError(key, f"{folder}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StorageError(KEY, f"{folder} is in use by another sweep ({_holder(path)}): wait for it to "
-                           "end, or give this one its own hydra.sweep.dir") from None
+        raise StorageError(key, f"{folder} is in use by {who} ({_holder(path)}): {hint}") from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),

@@ -241,6 +241,14 @@ def round_of(source: str) -> int:
     return int(m.group(1)) if m else -1
 
 
+def round_key(source: str) -> str | None:
+    """Which run's round a result belongs to: its path up to ``round<r>`` (each run of
+    ``python -m sweep.verify_dynamic`` has its own dir, ``verify/<run id>/round<r>/``, so the
+    rounds of two runs are two rounds, never paired as one); None: outside the rounds."""
+    m = _ROUND.search(source or "")
+    return (source[:m.start()] + f"/round{int(m.group(1))}") if m else None
+
+
 def verifications(docs: Sequence[TrialResult], sources: Sequence[str] | None = None) -> list[Verification]:
     """Every dynamic config's verification (module doc)."""
     srcs = list(sources) if sources is not None else [""] * len(docs)
@@ -249,6 +257,8 @@ def verifications(docs: Sequence[TrialResult], sources: Sequence[str] | None = N
     groups: dict[Any, list[tuple[TrialResult, str]]] = {}
     for d, s in ok:
         groups.setdefault(baseline_key(d.config, d.simulated), []).append((d, s))
+    runs_rounds = sorted({rk for _, src in ok if (rk := round_key(src)) is not None})
+    numbered = {rk: n for n, rk in enumerate(runs_rounds, 1)}  # every run's every round: a round of its own
     out: list[Verification] = []
     for members in groups.values():
         dynamic = [d for d, _ in members if d.spec_value("per_load")]
@@ -267,7 +277,8 @@ def verifications(docs: Sequence[TrialResult], sources: Sequence[str] | None = N
                     label, k = f"b{budget}", int(budget)
                 else:
                     continue
-                rnd = round_of(s)
+                which = round_key(s)
+                rnd = numbered[which] if which is not None else -1
                 if rnd < 0:  # a copy outside the rounds: a measurement of its own, unpaired
                     unpaired -= 1
                     rnd = unpaired

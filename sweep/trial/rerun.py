@@ -36,6 +36,7 @@ FRESH_FLAG = "--fresh"
 DIR_KEY = "hydra.sweep.dir"
 FINISHED = ("ok", "failed", "pruned")  # a trial with one of these ended; interrupted/running did not
 MAX_DEPTH = 4  # <root>/<date>/<time>/: markers are looked for this deep under the root
+MARKER_BYTES = 1024 * 1024  # a marker is ~500 bytes; read back by sweep/io/readback.py (regular files only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +136,14 @@ def _markers(root: Path, key: str) -> list[tuple[Path, dict[str, Any]]]:
     out: list[tuple[Path, dict[str, Any]]] = []
     if not root.is_dir():
         return out
+    from sweep.io import readback
+
     for depth in range(1, MAX_DEPTH + 1):
         for path in root.glob("/".join(["*"] * depth) + "/" + MARKER):
-            try:
-                mark = json.loads(path.read_text())
-            except (OSError, ValueError):
+            try:  # the one reader: a FIFO or a device named like the marker hung the sweep here
+                mark = readback.read_json(path, limit=MARKER_BYTES)
+            except readback.BadFile as exc:
+                _say(exc.line())
                 continue
             if isinstance(mark, dict) and mark.get("key") == key:
                 out.append((path.parent, mark))
@@ -179,9 +183,11 @@ def _of(done: int, total: int | None) -> str:
 
 
 def _read(sweep_dir: Path) -> dict[str, Any]:
+    from sweep.io import readback
+
     try:
-        mark = json.loads((sweep_dir / MARKER).read_text())
-    except (OSError, ValueError):
+        mark = readback.read_json(sweep_dir / MARKER, limit=MARKER_BYTES)
+    except readback.BadFile:
         return {}
     return mark if isinstance(mark, dict) else {}
 

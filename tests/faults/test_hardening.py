@@ -280,6 +280,17 @@ def test_duplicate_overrides_warn_once(capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err == ""
 
 
+def test_the_duplicate_warning_never_shows_a_secret(capsys: pytest.CaptureFixture[str]) -> None:
+    """``wins: server.api_key=sk-...`` was read as the text ``wins`` = ``server.api_key=sk-...``: not masked."""
+    from sweep.cli import plugins
+
+    plugins.register()
+    for last in ("sk-dup-second-5678", "my second secret"):
+        cmdline.validate(["dry_run=true", "server=sim", "server.api_key=sk-dup-first-1234", f"server.api_key={last}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["warning: server.api_key is given 2 times; the last one wins: server.api_key=***"], err
+
+
 def test_an_alias_bomb_is_refused_fast_and_small(tmp_path: Path) -> None:
     import resource
 

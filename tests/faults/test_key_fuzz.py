@@ -497,3 +497,44 @@ def test_command_arguments_through_the_real_cli(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith(f"error: {key}"), (command, argv, lines)
         assert "Traceback" not in proc.stderr
     assert set(tmp_path.rglob("*")) == before
+
+
+# ------------------------------------------------------------------------------ an export read back (issue 39)
+
+PLUMBING = ["server.executable=[/bin/sh,-c,id]", "+server.env.LD_PRELOAD=/tmp/x.so", "server.setup=[id]",
+            "launcher=ssh", "launcher.hosts=[{host: h}]", "hydra.sweep.dir=/tmp/x", "server.extra_args=[--x]",
+            "spec.render.args=[--y]", "workload.dataset_path=/proc/self/environ", "mlflow.tracking_uri=http://h"]
+HOSTILE_KEYS = ["/../../x_statics", "../x", "4/../../y", "-1", "0", "1e9", "nan", "b4", "", "4; id", "99999"]
+BAD_TABLES: list[object] = [[[3, 16, 4], [1, 2, 8]], [[1, 4, 8], [3, 16, 4]], [[1, 2, -8]], [[1, 2, 8], [3, 1e9, 4]],
+                            [[2, 4, 4]], [[1, 2, 0]], "[[1,2,8]]", [[1, 2]], [[1, "2", 8]], [[1, 2, 8.5]], {"a": 1}]
+
+
+def _export_table(statics_key: object, per_load: object, extra: list[str]) -> dict[str, object]:
+    return {"workload": "seed", "context": 1024, "family": "f", "engine": "sim", "per_load": per_load,
+            "overrides": ["spec=ddtree", "hardware=b300", "spec.budget=8", *extra],
+            "levels": [{"load": 1}, {"load": 2}], "workload_overrides": ["workload.contexts=[1024]", *extra],
+            "statics": {statics_key: {"name": "x", "overrides": ["spec=ddtree", *extra]},
+                        8: {"name": "b8", "overrides": ["spec=ddtree", "spec.budget=8"]}},
+            "baseline": {"name": "n", "overrides": ["spec=none", *extra]}}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(HOSTILE_KEYS + [4]), st.sampled_from(BAD_TABLES + [[[1, 1, 8], [2, 64, 4]]]),
+       st.lists(st.sampled_from(PLUMBING), max_size=3))
+def test_an_export_table_contributes_identity_knobs_only(statics_key: object, per_load: object,
+                                                         extra: list[str]) -> None:
+    """Whatever a dynamic-<engine>.yaml table holds: refused in one line naming the table's field, or taken with
+    whole-number budgets (no name from the file becomes a path) and no launch plumbing in what runs."""
+    from sweep.report.dynamic_read import checked_table
+
+    try:
+        t = checked_table(_export_table(statics_key, per_load, extra), 0)
+    except SweepError as err:
+        assert err.exit_code == EXIT_INPUT and "\n" not in err.one_line()
+        assert getattr(err, "key", "").startswith("tables[0]."), err.one_line()
+        return
+    assert all(isinstance(k, int) and k > 0 for k in t.statics) and t.per_load == [[1, 1, 8], [2, 64, 4]]
+    taken = [*(t.overrides or []), *t.workload_overrides, *(o for m in t.statics.values() for o in m["overrides"]),
+             *(t.baseline or {}).get("overrides", [])]
+    assert not [o for o in taken if o in PLUMBING], taken
+    assert set(extra) <= set(t.dropped)  # what was left out is named

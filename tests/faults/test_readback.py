@@ -241,3 +241,26 @@ def test_sync_writes_a_sweeps_record_only_where_the_result_file_is(tmp_path: Pat
     doc["trial"]["sweep_dir"] = str(tmp_path / "sweeps" / "s1")  # its own: used
     (job / "result.json").write_text(json.dumps(doc))
     assert _sweep_dir_of(job / "result.json", TrialResult.load(job / "result.json")) == tmp_path / "sweeps" / "s1"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_special_file_named_like_the_sweeps_command_marker_is_skipped(kind: str, tmp_path: Path) -> None:
+    """``multirun/<date>/<time>/.specsweep-command.json`` as a FIFO hung ``python -m sweep -m`` (the rerun
+    looks for the command's unfinished sweep there): read by the one reader, it is named and skipped."""
+    from sweep.trial.rerun import MARKER
+
+    where = tmp_path / "multirun" / "2026-01-01" / "00-00-00"
+    where.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(where / MARKER)
+    else:
+        (where / MARKER).symlink_to("/dev/zero")
+    code = "from sweep.trial import rerun; print(rerun.choose(['-m', 'dry_run=true', 'spec.budget=4,8'], False))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=subprocess_env(), capture_output=True,
+                             text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a {kind} named {MARKER} hung the rerun's look for an unfinished sweep")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['-m', 'dry_run=true', 'spec.budget=4,8']"  # nothing to resume: as given
+    assert f"skipped multirun/2026-01-01/00-00-00/{MARKER}: " in out.stderr and "not a regular file" in out.stderr

@@ -54,6 +54,8 @@ def write(path: Path, budget: int, tok_s: Any, loads: Any = LOADS, *, per_load: 
         cfg["spec"]["per_load"] = per_load
     cfg["workload"].update(contexts=[1024], concurrency=list(loads), max_tokens=64)
     over = ["spec=none"] if budget == 0 else [f"spec={spec}", f"spec.budget={budget}"]
+    if 0 < budget < 4:  # the composed config's own rule (topk <= budget): what python -m sweep would have run
+        over.append(f"spec.topk={budget}")
     if per_load is not None:
         over.append("spec.per_load=" + str(per_load).replace(" ", ""))
     doc = TrialResult(status="ok", simulated=True, config=cfg,
@@ -286,9 +288,12 @@ def test_verify_runs_every_arm_each_round_in_rotated_order(measured: Path) -> No
     first = runs[0]
     assert "server=sim" in first and "spec.per_load=[[1,2,8],[4,8,4],[16,16,2]]" in first
     assert "spec.budget=8" in first and "workload.concurrency=[1,2,4,8,16]" in first
-    assert "workload.contexts=[1024]" in first and first.endswith(
-        "baseline.auto_run=false workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
-        + "/verify/round1/0-dynamic1")
+    import re
+
+    # every run of the command has a dir of its own under verify/ (a rerun never writes where one ran)
+    assert "workload.contexts=[1024]" in first and re.search(
+        re.escape("baseline.auto_run=false workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
+                  + "/verify/") + r"[\w-]+/round1/0-dynamic1$", first), first
 
 
 def test_a_hand_written_table_is_checked_the_same_way(measured: Path) -> None:
@@ -337,8 +342,39 @@ def test_measure_export_and_verify_on_the_simulator(tmp_path: Path) -> None:
         extra = ["--table", "[[1,1,16],[2,64,8]]"]
     else:
         extra = []
-    out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false")
+    # the simulator's timing and the port are launch plumbing: from this command line, never from the export
+    plumbing = ["server.sim.time_scale=0.02", "server.sim.load_seconds=0.2", f"server.port={free_port()}"]
+    out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false",
+              *plumbing)
+    assert "not taken from the file" in out.stderr and "server.sim.time_scale=0.02" in out.stderr
     doc = yaml.safe_load((tmp_path / "verify.yaml").read_text())
     [v] = doc["verifications"]
     assert set(v["arms"]) == {"dynamic", "b8", "b16", "baseline"} and v["rounds"] == 1 and v["loads"] == [1, 64]
     assert out.stdout.strip().splitlines()[-1] == v["headline"]
+
+
+def test_two_runs_of_the_verification_are_rounds_of_their_own(tmp_path: Path) -> None:
+    """``verify/<run id>/round<r>/``: a rerun's round 1 is not the earlier run's round 1 (never paired as one)."""
+    import shutil
+
+    root = verified(tmp_path)
+    shutil.move(str(root / "verify"), str(tmp_path / "first"))
+    (root / "verify").mkdir()
+    shutil.move(str(tmp_path / "first"), str(root / "verify" / "run-a"))
+    shutil.copytree(root / "verify" / "run-a" / "round1", root / "verify" / "run-b" / "round1")
+    [v] = verifications(*docs(root))
+    assert v.rounds == 4
+
+
+def test_an_api_key_never_reaches_verify_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sweep.verify_dynamic import main
+
+    secret = "sk-verify-yaml-4c1d9e"
+    root = verified(tmp_path)
+    (root / "dynamic-sim.yaml").write_text(yaml.safe_dump({"format": "specsweep.dynamic/1", "tables": [{
+        "workload": "seed", "context": 1024, "family": "x", "engine": "sim", "per_load": [[1, 1, 8], [2, 4, 2]],
+        "overrides": ["spec=ddtree"], "levels": [{"load": 1}, {"load": 2}, {"load": 4}], "statics": {}}]}))
+    assert main(["--dir", str(root), "--report-only", f"server.api_key={secret}"]) == 0
+    out = capsys.readouterr()
+    written = (root / "verify.yaml").read_text()
+    assert "server.api_key=***" in written and secret not in written + out.out + out.err
