@@ -17,7 +17,7 @@ traceback, nothing written or started). Every figure printed is measured in
 this run; the exit status is 0 only when every row passed.
 
     python benchmarks/fault_matrix.py [--only sandbox,orphans,secrets,protocol,input,mlflow,files,classes,\
-                                              issue32,issue39]
+                                              issue32,issue39,issue39-readers]
 
 Section ``classes`` (issue 24) adds a row per class of miss the independent
 testers found: the up-front check checks what runs, one line for expressions,
@@ -40,6 +40,14 @@ outside the family), overrides checked like ``python -m sweep``, an api key neve
 verification of a dir at a time, a FIFO or an alias bomb as the export; ``dynamic_sd.py`` and
 ``record_landscape.py --summary`` answering bad arguments and truncated files in one line; the
 duplicate-override warning with a secret; a FIFO as the sweep's command marker.
+
+Section ``issue39-readers`` adds a row per class of issue 39 in the readers, through the real CLI: landscapes
+judged as data (1e308 tok/s, text in a round, copied rounds, 100 MB, 30,000 rounds: each named by
+``python -m sweep.schedule --dir``, exit 1), copies whose identity fields contradict their own launch
+(a budget its argv did not run, another config's id, a malformed ``spec.per_load``: named by schedule
+and report, left out), and ``python -m sweep.sim.predict``'s acceptance options (another engine's
+acceptance, budgets past the measured one, an option without the one it needs, ``/dev/zero``, a FIFO:
+one line, exit 2).
 
 As root (CI) everything runs; without root the tmpfs row is skipped (the
 RLIMIT_FSIZE row stands in for it).
@@ -795,6 +803,95 @@ def issue39_rows() -> list[Row]:
     rows.append(_one_line_row(sec, "a FIFO named .specsweep-command.json under multirun/: named, no hang",
                               ["sweep", "-m", "dry_run=true", "server=sim", "spec.budget=4,8"], marker, code=0,
                               says="a FIFO, not a regular file", timeout=300))
+
+
+# ----------------------------------------------------------------------------- 10. issue 39: readers, predict
+
+
+def _named_rows(section: str, what: str, proc: subprocess.CompletedProcess[str], bad: dict[str, Path],
+                seconds: float) -> list[Row]:
+    """A row per bad file: named in exactly one ``skipped <path>: <why>`` line, exit 1, no traceback."""
+    rows = []
+    clean = proc.returncode == 1 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    for case, path in bad.items():
+        lines = [line for line in proc.stderr.splitlines() if str(path) in line]
+        ok = clean and len(lines) == 1 and lines[0].startswith(f"skipped {path}: ")
+        why = lines[0][len(f"skipped {path}: "):] if lines else proc.stderr.strip()[-100:]
+        rows.append(Row(section, f"{what}: {case}", "named" if lines else "NOT NAMED", "-", str(proc.returncode),
+                        "-", "-", "-", ok, f"{seconds:.1f} s; {why[:110]}"))
+    return rows
+
+
+def issue39_readers_rows() -> list[Row]:
+    """A row per class of issue 39 in the readers: landscapes judged as data, copies that contradict
+    their own launch, predict's acceptance options -- each through the real CLI."""
+    from faults import landscape_cases as lc
+    from faults.test_predict_inputs import LLAMA_B8, VLLM_B8, VLLM_NGRAM
+    from record.result_docs import make_result
+
+    rows: list[Row] = []
+    work = _work("i39")
+    _, bad = lc.hostile_dir(work / "land")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(work / "land"), "--no-write",
+                           "--slo", "tpot_ms=100"], cwd=work, env=subprocess_env(COLUMNS="300"),
+                          capture_output=True, text=True, timeout=600)
+    rows += _named_rows("39 landscapes", "schedule --dir --slo", proc, bad, time.monotonic() - t0)
+    # copies whose identity fields contradict their own launch, beside the real b8 and b4
+    sweep_dir = work / "copies"
+    _, b8 = make_result(sweep_dir, 0, 8)
+    _, b4 = make_result(sweep_dir, 1, 4)
+    from sweep.record.result import TrialResult
+    from sweep.score.configs import config_id
+
+    forged: dict[str, Path] = {}
+    for i, (case, src, where, value) in enumerate((
+            ("config.spec.budget 4, argv ran budget 8", b8, ("config", "spec", "budget"), 4),
+            ("trial.config_id of another config", b4, ("trial", "config_id"), config_id(TrialResult.from_dict(b8))),
+            ("a malformed spec.per_load on b8's newest copy", b8, ("config", "spec", "per_load"), [[0, 4, 8]])),
+            start=2):
+        doc = json.loads(json.dumps(src))
+        doc["trial"]["finished"] = "2026-01-01T13:00:00+00:00"
+        node = doc
+        for part in where[:-1]:
+            node = node[part]
+        node[where[-1]] = value
+        path = sweep_dir / str(i) / "result.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(doc))
+        forged[case] = path
+    for name, args in (("schedule", ["sweep.schedule", "--dir", str(sweep_dir), "--no-write"]),
+                       ("report --dir", ["sweep.report", "--dir", str(sweep_dir)])):
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", *args], cwd=work, env=subprocess_env(COLUMNS="300"),
+                              capture_output=True, text=True, timeout=600)
+        rows += _named_rows("39 copies", name, proc, forged, time.monotonic() - t0)
+    # predict: what --acceptance carries over, and what it reads
+    os.mkfifo(work / "fifo.json")
+    for case, argv, key, words in (
+            ("a llama.cpp landscape's acceptance for a vLLM config", [*VLLM_NGRAM, "spec.budget=4",
+                                                                       "--acceptance", LLAMA_B8],
+             "--acceptance", "engine llamacpp (this config: vllm)"),
+            ("--budgets 1,2,4,16 from acceptance measured at b8", [*VLLM_NGRAM, "--budgets", "1,2,4,16",
+                                                                   "--acceptance", VLLM_B8],
+             "--budgets", "16 past budget 8"),
+            ("--accept-model truncate without --acceptance", [*VLLM_NGRAM, "--accept-model", "truncate"],
+             "--accept-model", "only with --acceptance"),
+            ("--acceptance /dev/zero", [*VLLM_NGRAM, "--acceptance", "/dev/zero"], "--acceptance",
+             "character device"),
+            ("--acceptance FIFO", [*VLLM_NGRAM, "--acceptance", str(work / "fifo.json")], "--acceptance", "FIFO")):
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, "-m", "sweep.sim.predict", *argv], cwd=work,
+                                  env=subprocess_env(), capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            rows.append(Row("39 predict inputs", case, "hung", "-", "-", "-", "-", "-", False, "no answer in 120 s"))
+            continue
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        ok = (proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {key}: ")
+              and words in lines[0] and not proc.stdout.strip())
+        rows.append(Row("39 predict inputs", case, "refused" if ok else "NOT REFUSED", "-", str(proc.returncode),
+                        "-", "-", "-", ok, f"{time.monotonic() - t0:.1f} s; " + (lines[0][:110] if lines else "-")))
     return rows
 
 
@@ -802,6 +899,7 @@ SECTIONS: dict[str, Callable[[], Any]] = {
     "sandbox": sandbox_rows, "orphans": orphan_rows, "secrets": secret_rows, "protocol": protocol_rows,
     "input": input_rows, "mlflow": mlflow_rows, "files": file_rows, "classes": class_rows, "issue32": issue32_rows,
     "issue39": issue39_rows,
+    "issue39-readers": issue39_readers_rows,
 }
 
 
@@ -810,7 +908,7 @@ def totals(rows: list[Row]) -> str:
     def count(xs: list[Row]) -> str:
         return f"{sum(r.passed for r in xs)}/{len(xs)}"
 
-    inputs = [r for r in rows if r.section.startswith(("5 ", "11 class"))
+    inputs = [r for r in rows if r.section.startswith(("5 ", "11 class", "39 predict"))
               or r.section in (f"8 class {c}" for c in CLASSES)]
     inputs += [r for r in rows if r.section.startswith(("15 ", "16 "))]
     leaks = [r for r in rows if r.section.startswith(("1 ", "3 ", "8 class 6", "14 "))]

@@ -160,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     skipped = Skipped()  # each bad file: one line on stderr; the others are scheduled; exit 1
     found = sorted(iter_results(args.dir, on_error=skipped), key=lambda x: str(x[0]))
     found += _landscapes(args.dir, skipped)  # recorded landscapes: each round a trial
+    from sweep.score.consistency import consistent
+
+    # a copy whose identity fields contradict its own launch: named (exit 1), never pooled
+    found = consistent(found, lambda f: f[1], lambda f: f[0], on_bad=skipped.add)
     schedules = build_schedules([d for _, d in found], slo, [str(p) for p, _ in found])
     if not schedules:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)

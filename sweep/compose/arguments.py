@@ -34,12 +34,15 @@ from sweep.errors import ConfigError
 @dataclass(frozen=True)
 class Arg:
     """One argument of a command: how it is written, argparse's ``dest`` and its rule; for override
-    lines the command passes on, ``base``: the overrides they go on top of (of the parsed arguments)."""
+    lines the command passes on, ``base``: the overrides they go on top of (of the parsed arguments);
+    ``needs``: the argument it only works with (refused without it)."""
 
     flag: str
     dest: str
     rule: Rule
     base: Callable[[argparse.Namespace], list[str]] | None = None
+    # the dest of an argument this one means nothing without (given alone it was silently ignored)
+    needs: str | None = None
 
 
 def _export_overrides(folder: Any, file: Any) -> list[str]:
@@ -109,12 +112,14 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--box", "box", Rule("names")), Arg("--dry-run", "dry_run", FLAG)),
     "sweep.sim.predict": (
         Arg("--calibration", "calibration", Rule("file", fmt="calibration")),
-        Arg("--concurrency", "concurrency", Rule("csv_ints", 1, MAX_CONCURRENCY, what="in-flight requests")),
+        Arg("--concurrency", "concurrency", Rule("csv_ints", 1, MAX_CONCURRENCY, what="in-flight requests"),
+            needs="breakdown"),
         Arg("--json", "json", FLAG), Arg("--breakdown", "breakdown", FLAG),
         # a result.json or LANDSCAPE.json#CONFIG/WORKLOAD: the file is read by sweep/sim/budgets.py
         Arg("--acceptance", "acceptance", TEXT),
         Arg("--budgets", "budgets", Rule("csv_ints", 1, 1024, what="draft budgets")),
-        Arg("--accept-model", "accept_model", Rule("enum", choices=(None, "span", "truncate")))),
+        Arg("--accept-model", "accept_model", Rule("enum", choices=(None, "span", "truncate")),
+            needs="acceptance")),
     "sweep.engines": (
         Arg("engine", "engine", Rule("name", required=True)),
         Arg("overrides", "overrides", OVERRIDES, base=lambda a: [f"server={a.engine}"]),
@@ -214,10 +219,16 @@ def parse(command: str, parser: argparse.ArgumentParser, argv: Sequence[str] | N
     return args
 
 
+def _given(value: Any) -> bool:
+    return value is not None and value is not False and value != [] and value != ""
+
+
 def check(command: str, values: Mapping[str, Any]) -> None:
-    """Every value given for the command's arguments, by its rule (messages name the flag)."""
+    """Every value given for the command's arguments, by its rule (messages name the flag); an
+    argument given without the one it ``needs`` is refused (it would be ignored)."""
     from sweep.compose import bounds
 
+    flags = {a.dest: a.flag for a in ARGUMENTS[command]}
     for arg in ARGUMENTS[command]:
         if arg.dest not in values:
             continue
@@ -230,6 +241,9 @@ def check(command: str, values: Mapping[str, Any]) -> None:
                 bounds.check_rule(arg.flag, _plain(item), arg.rule)
             continue
         bounds.check_rule(arg.flag, _plain(value), arg.rule)
+    for arg in ARGUMENTS[command]:  # then what goes together
+        if arg.needs is not None and _given(values.get(arg.dest)) and not _given(values.get(arg.needs)):
+            raise ConfigError(arg.flag, f"only with {flags.get(arg.needs, arg.needs)} (without it, it changes nothing)")
 
 
 def _plain(value: Any) -> Any:

@@ -731,7 +731,7 @@ def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
 _VALUE_KINDS = frozenset({"int", "float", "bool", "enum", "str", "name", "user", "url_path", "cpus", "url_paths",
                           "host", "ssh_host", "gateway", "unit", "ints", "floats", "mapping", "list", "figure",
                           "slurm_time", "gres", "slurm_mem", "slurm_constraint", "strs", "lines",
-                          "directions", "sbatch_args"})
+                          "directions", "sbatch_args", "per_load"})
 
 
 def check_recorded(cfg: Any, *, where: str = "config") -> None:

@@ -72,8 +72,9 @@ def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.0f} MiB" if n >= 1024 * 1024 else f"{n:,} bytes"
 
 
-def read_bytes(path: str | Path, *, limit: int = MAX_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; :class:`BadFile` otherwise.
+def read_bytes(path: str | Path, *, limit: int = MAX_BYTES, what: str = "a file of the project") -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; :class:`BadFile` otherwise
+    (``what``: the kind of file the bound is for, named in the refusal).
 
     The file's type is judged by ``stat`` (following a symlink to its target)
     before it is opened, and again on the open descriptor (a file swapped for a
@@ -87,7 +88,7 @@ def read_bytes(path: str | Path, *, limit: int = MAX_BYTES) -> bytes:
     if not stat.S_ISREG(st.st_mode):
         raise BadFile(path, f"{_kind(st.st_mode)}, not a regular file: not read")
     if st.st_size > limit:
-        raise BadFile(path, f"{_size(st.st_size)}, more than the {_size(limit)} a file of the project holds: not read")
+        raise BadFile(path, f"{_size(st.st_size)}, more than the {_size(limit)} {what} holds: not read")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -150,9 +151,35 @@ def parse_json(data: bytes | str, path: str | Path) -> Any:
     return doc
 
 
-def read_json(path: str | Path, *, limit: int = MAX_BYTES) -> Any:
+def read_json(path: str | Path, *, limit: int = MAX_BYTES, what: str = "a file of the project") -> Any:
     """:func:`read_bytes` then :func:`parse_json`."""
-    return parse_json(read_bytes(path, limit=limit), path)
+    return parse_json(read_bytes(path, limit=limit, what=what), path)
+
+
+def read_head(path: str | Path, size: int = 4096) -> bytes:
+    """The first ``size`` bytes of a regular file, whatever its length: enough to tell what a file
+    claims to be (a landscape's schema) before it is judged whole -- so a file too big to read is
+    still recognised, and named when it is refused, not passed over in silence. Special files are
+    refused as :func:`read_bytes` refuses them (:class:`BadFile`), never opened."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise BadFile(path, f"cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BadFile(path, f"{_kind(st.st_mode)}, not a regular file: not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BadFile(path, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadFile(path, "not a regular file: not read")
+        return os.read(fd, size)
+    except OSError as exc:
+        raise BadFile(path, f"cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def read_text(path: str | Path, *, limit: int = MAX_BYTES) -> str:
@@ -282,7 +309,9 @@ class Skipped:
     def add(self, path: str | Path, exc: BaseException) -> None:
         from sweep import secrets
 
-        bad = exc if isinstance(exc, BadFile) else BadFile(path, str(exc) or type(exc).__name__)
+        # an error that says its own why without the path (a landscape's) is not given the path twice
+        why = getattr(exc, "why", None)
+        bad = exc if isinstance(exc, BadFile) else BadFile(path, str(why or exc) or type(exc).__name__)
         self.files.append(bad)
         print(secrets.mask_text(bad.line()), file=self.out or sys.stderr, flush=True)
 

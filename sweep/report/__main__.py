@@ -115,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          hardware=args.hardware, spec=args.spec,
                                          full=bool(args.plots) or args.format in ("json", "html"))
         title = f"experiment {experiment}" + (f", sweep {args.sweep_id}" if args.sweep_id else "")
+    from sweep.score.consistency import consistent
+
+    kept = consistent(list(zip(docs, sources)), lambda p: p[0], lambda p: p[1], on_bad=skipped.add)
+    docs, sources = [d for d, _ in kept], [s for _, s in kept]  # a copy contradicting itself: named, left out
     if not docs:
         _summary(err, skipped, 0)
         if not skipped:

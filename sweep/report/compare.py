@@ -289,7 +289,14 @@ def masked(docs: Sequence[TrialResult]) -> list[TrialResult]:
 def build_groups(docs: Sequence[TrialResult], sources: Sequence[str] | None = None) -> list[Group]:
     """Rows grouped like with like, one row per config (its copies pooled: sweep/score/configs.py),
     each group ranked by its objective (the leader first); groups in order of first appearance;
-    secrets masked."""
+    secrets masked. A copy whose identity fields contradict its own launch is named on stderr and
+    left out (sweep/score/consistency.py; a command that read the files named it already)."""
+    from sweep.score.consistency import consistent
+
+    pairs = list(zip(docs, sources if sources is not None else [""] * len(docs)))
+    kept = consistent(pairs, lambda p: p[0], lambda p: p[1] or p[0].trial.job_dir or p[0].trial.name)
+    if len(kept) < len(pairs):
+        docs, sources = [d for d, _ in kept], ([s for _, s in kept] if sources is not None else None)
     docs = masked(docs)
     groups: dict[tuple[Any, ...], Group] = {}
     for pooled in score_configs.pool(docs, sources):

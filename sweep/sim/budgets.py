@@ -279,25 +279,85 @@ def profile_of_result(doc: Mapping[str, Any]) -> Profile | None:
                    drafted=float(drafted) / float(drafts) if drafted else None)
 
 
-def load_profile(source: str) -> Profile:
-    """A profile from ``RESULT.json`` or ``LANDSCAPE.json#CONFIG/WORKLOAD`` (ValueError names it)."""
-    import json
+@dataclass(frozen=True)
+class Measured:
+    """A per-position acceptance and what it was measured on: acceptance carries over between budgets
+    of one family, never between engines (each counts its drafts its own way), models (another
+    target accepts other drafts) or workloads (another text repeats otherwise)."""
+
+    profile: Profile
+    engine: str | None
+    model: str | None
+    workload: str | None
+    prompts: str | None = None     # workload.prompt_source: the text the acceptance was counted on
+
+    def mismatch(self, config: Mapping[str, Any]) -> str | None:
+        """What differs between where this was measured and the composed ``config`` (None: nothing)."""
+        def node(name: str) -> Mapping[str, Any]:
+            value = config.get(name)
+            return value if isinstance(value, Mapping) else {}
+
+        server, wl = node("server"), node("workload")
+        here = {"engine": server.get("name"), "model": node("model").get("name"), "workload": wl.get("name"),
+                "workload.prompt_source": wl.get("prompt_source")}
+        there = {"engine": self.engine, "model": self.model, "workload": self.workload,
+                 "workload.prompt_source": self.prompts}
+        off = [f"{k} {there[k]} (this config: {here[k]})" for k in here
+               if there[k] is not None and here[k] is not None and str(there[k]) != str(here[k])]
+        return ", ".join(off) or None
+
+
+def load_measured(source: str) -> Measured:
+    """The acceptance of ``RESULT.json`` or ``LANDSCAPE.json#CONFIG/WORKLOAD`` with what it was measured
+    on; the file read through the project's one reader (:mod:`sweep.io.readback`: a FIFO, a device,
+    ``/dev/zero`` or a file past its size are refused before they are read). ValueError names it."""
     from pathlib import Path
 
+    from sweep.io import readback
+
     path, _, which = source.partition("#")
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}".splitlines()[0]) from None
     if which:
-        from sweep.sim.landscape import load
+        from sweep.sim.landscape import LandscapeError, load
 
         cid, _, wl = which.partition("/")
-        got = profiles(load(Path(path))).get((cid, wl))
+        try:
+            land = load(Path(path))
+        except LandscapeError as exc:
+            raise ValueError(f"{path}: {exc.why}") from None
+        got = profiles(land).get((cid, wl))
         if got is None:
             raise ValueError(f"{path} has no per-position acceptance for config {cid!r} on workload {wl!r}")
-        return got
-    prof = profile_of_result(doc) if isinstance(doc, dict) else None
+        try:
+            model = (land.composed(cid).get("model") or {}).get("name")
+        except LandscapeError:
+            model = None
+        wl_node = (land.doc.get("workloads") or {}).get(wl)
+        wl_node = wl_node if isinstance(wl_node, Mapping) else {}
+        return Measured(got, land.engine, str(model) if model else None, str(wl_node.get("name") or wl),
+                        wl_node.get("prompt_source"))
+    try:
+        doc = readback.read_json(path)
+    except readback.BadFile as exc:
+        raise ValueError(f"{path}: {exc.why}") from None
+    from sweep.record.result import check_document
+
+    try:
+        check_document(doc)  # a result file's types and ranges, as every reader of one checks them
+    except readback.Invalid as exc:
+        raise ValueError(f"{path}: not a result file: {exc}") from None
+    prof = profile_of_result(doc)
     if prof is None:
         raise ValueError(f"{path}: no per-position acceptance (acceptance.metrics.per_position and drafts)")
-    return prof
+    cfg = doc.get("config") if isinstance(doc.get("config"), Mapping) else {}
+
+    def name(group: str, key: str = "name") -> str | None:
+        node = cfg.get(group)
+        value = node.get(key) if isinstance(node, Mapping) else None
+        return str(value) if value is not None else None
+
+    return Measured(prof, name("server"), name("model"), name("workload"), name("workload", "prompt_source"))
+
+
+def load_profile(source: str) -> Profile:
+    """A profile from ``RESULT.json`` or ``LANDSCAPE.json#CONFIG/WORKLOAD`` (ValueError names it)."""
+    return load_measured(source).profile

@@ -26,9 +26,27 @@ SCHEMA = "specsweep.landscape/1"
 SIG = 4          # significant digits of floats in a written landscape
 MAX_LATENCIES = 256
 
+# What a landscape may hold, so reading one is bounded in memory and time. The recorded ones are
+# 0.1-0.7 MB with 7 configs and 28 rounds; 500 rounds (20 configs x 5 workloads x 5 rounds) are
+# 4 MB and schedule in ~15 s on a 2-core box. A file past these is refused in one line naming the
+# bound, never read for minutes (a 49 MB landscape of 30,000 rounds kept the schedule busy past
+# two minutes).
+MAX_BYTES = 16 * 1024 * 1024
+MAX_CONFIGS = 200
+MAX_ROUNDS = 500          # ``runs``: one per config, workload and round (~20 ms each for the schedule)
+MAX_POINTS = 2_000
+MAX_CELLS = 1_000         # cells of one round (contexts x loads)
+MAX_TOK_S = 1e7           # output tok/s no box serves (a B300 box: ~1e4-1e5); 1e308 gave [-inf-inf] intervals
+_TOK_S = ("output_tok_s", "per_stream_tok_s", "goodput_tok_s")
+
 
 class LandscapeError(ValueError):
-    """A file that is not a landscape (one line, naming the file)."""
+    """A file that is not a landscape (one line, naming the file); ``why`` is the line without the
+    file, for a command's ``skipped <path>: <why>`` (sweep/io/readback.py)."""
+
+    def __init__(self, message: str, why: str | None = None) -> None:
+        super().__init__(message)
+        self.why = why or message.removeprefix("error: ")
 
 
 @dataclass
@@ -95,15 +113,15 @@ def load(path: Path | str) -> Landscape:
 
     path = Path(path)
     try:
-        doc = readback.read_json(path)
+        doc = readback.read_json(path, limit=MAX_BYTES, what="a landscape")
     except readback.BadFile as exc:
-        raise LandscapeError(f"error: landscape {path}: {exc.why}") from None
+        raise LandscapeError(f"error: landscape {path}: {exc.why}", f"not read as a landscape: {exc.why}") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise LandscapeError(f"error: landscape: {path} is not a landscape (schema {SCHEMA!r})")
     try:
         check_document(doc)
     except readback.Invalid as exc:
-        raise LandscapeError(f"error: landscape {path}: {exc}") from None
+        raise LandscapeError(f"error: landscape {path}: {exc}", f"not a landscape: {exc}") from None
     land = Landscape(path, doc)
     for cfg in doc.get("configs") or []:
         land.configs[str(cfg["id"])] = dict(cfg)
@@ -112,14 +130,22 @@ def load(path: Path | str) -> Landscape:
 
 def check_document(doc: Mapping[str, Any]) -> None:
     """What a landscape must hold to be read (types and ranges; :class:`sweep.io.readback.Invalid`):
-    configs with an id, override lines and composed nodes that pass the key table; points that are
-    result.json cells (:func:`sweep.record.result.check`) naming a known config, with their per-round
-    figures; workloads, trials and the machine's figures of the right shapes."""
+    configs with an id, override lines and composed nodes that pass the key table; points and every
+    round's cells that are result.json cells (:func:`sweep.record.result.check`) naming a known
+    config, with their per-round figures; workloads, trials, rounds (``runs``) and the machine's
+    figures of the right shapes. Bounded before anything is looked at item by item (configs, rounds,
+    points, cells: :data:`MAX_ROUNDS` ...); tok/s past :data:`MAX_TOK_S` is no measurement; a round
+    whose cells are another round's, to the last digit, is a copy (two runs never measure alike: a
+    duplicated round has no spread and would decide every level it touches)."""
     from sweep.io import readback as rb
     from sweep.compose.bounds import check_recorded
-    from sweep.record._model import check
-    from sweep.record.result import Cell, cell_ranges
 
+    for key, bound in (("configs", MAX_CONFIGS), ("runs", MAX_ROUNDS), ("points", MAX_POINTS),
+                       ("trials", MAX_ROUNDS)):
+        n = len(rb.items(key, doc.get(key)))
+        if n > bound:
+            raise rb.Invalid(key, f"{n:,} entries, more than the {bound:,} a landscape holds (not read: "
+                                  "split the recording)")
     for key in ("engine", "engine_version", "model", "hardware", "created", "command"):
         rb.text(key, doc.get(key), limit=100_000)
     machine = rb.mapping("machine", doc.get("machine"))
@@ -145,27 +171,90 @@ def check_document(doc: Mapping[str, Any]) -> None:
         trial = rb.mapping(f"trials[{i}]", trial, optional=False)
         rb.text(f"trials[{i}].status", trial.get("status"))
         rb.text(f"trials[{i}].config", None if trial.get("config") is None else str(trial.get("config")))
-    ranges = cell_ranges()
+        rb.text(f"trials[{i}].workload", trial.get("workload"))
+        rb.count(f"trials[{i}].rounds_ok", trial.get("rounds_ok"), hi=MAX_ROUNDS)
+        _check_acceptance(f"trials[{i}].accept", trial.get("accept"))
     for i, pt in enumerate(rb.items("points", doc.get("points"))):
-        where = f"points[{i}]"
-        check(Cell, pt, where=where, ranges=ranges)
+        _check_cell(f"points[{i}]", pt)
         if str(pt.get("config")) not in ids:
-            raise rb.Invalid(f"{where}.config", f"{rb.shown(pt.get('config'))} names no config of the file")
-        rb.text(f"{where}.workload", pt.get("workload"))
-        for key, value in pt.items():
-            if key.endswith("_runs"):
-                for j, v in enumerate(rb.items(f"{where}.{key}", value)):
-                    rb.number(f"{where}.{key}[{j}]", v, optional=False)
+            raise rb.Invalid(f"points[{i}].config", f"{rb.shown(pt.get('config'))} names no config of the file")
+        rb.text(f"points[{i}].workload", pt.get("workload"))
+    seen: dict[str, int] = {}
+    for i, run in enumerate(rb.items("runs", doc.get("runs"))):
+        where = f"runs[{i}]"
+        run = rb.mapping(where, run, optional=False)
+        if str(run.get("config")) not in ids:
+            raise rb.Invalid(f"{where}.config", f"{rb.shown(run.get('config'))} names no config of the file")
+        for key in ("workload", "status", "name", "config_id", "started", "finished", "fingerprint"):
+            rb.text(f"{where}.{key}", run.get(key))
+        rb.count(f"{where}.round", run.get("round"), hi=MAX_ROUNDS)
+        for key, hi in (("startup_s", 1e7), ("load_avg", 1e6), ("greedy_identical", 1.0)):
+            rb.number(f"{where}.{key}", run.get(key), hi=hi)
+        rb.count(f"{where}.greedy_compared", run.get("greedy_compared"))
+        for j, arg in enumerate(rb.items(f"{where}.argv", run.get("argv"))):
+            rb.text(f"{where}.argv[{j}]", arg, optional=False)
+        for key in ("env", "choices"):
+            for name, value in rb.mapping(f"{where}.{key}", run.get(key)).items():
+                rb.text(f"{where}.{key}.{name}", value)
+        failure = rb.mapping(f"{where}.failure", run.get("failure"))
+        for key in ("reason", "message"):
+            rb.text(f"{where}.failure.{key}", failure.get(key), limit=100_000)
+        _check_acceptance(f"{where}.acceptance", run.get("acceptance"))
+        cells = rb.items(f"{where}.cells", run.get("cells"))
+        if len(cells) > MAX_CELLS:
+            raise rb.Invalid(f"{where}.cells", f"{len(cells):,} cells, more than the {MAX_CELLS:,} a round holds")
+        for j, cell in enumerate(cells):
+            _check_cell(f"{where}.cells[{j}]", cell)
+        if any(isinstance(c.get("output_tok_s"), (int, float)) for c in cells):
+            import json
+
+            key = json.dumps(cells, sort_keys=True)
+            if key in seen:
+                raise rb.Invalid(f"{where}.cells", f"the very cells of runs[{seen[key]}], to the last digit: a "
+                                                   "copied round, not a measurement (it would have no spread)")
+            seen[key] = i
+
+
+def _check_cell(where: str, cell: Any) -> None:
+    """A point or a round's cell: a result.json cell (:func:`sweep.record._model.check`), tok/s no box
+    serves refused, its per-round figures (``<name>_runs``) numbers in the same ranges."""
+    from sweep.io import readback as rb
+    from sweep.record._model import check
+    from sweep.record.result import Cell, cell_ranges
+
+    ranges = {**cell_ranges(), **{f"Cell.{k}": (0.0, MAX_TOK_S) for k in _TOK_S}}
+    check(Cell, cell, where=where, ranges=ranges)
+    for key, value in cell.items():
+        if key.endswith("_runs"):
+            hi = MAX_TOK_S if key.removesuffix("_runs") in _TOK_S else 1e15
+            for j, v in enumerate(rb.items(f"{where}.{key}", value)):
+                rb.number(f"{where}.{key}[{j}]", v, hi=hi, optional=False)
+
+
+def _check_acceptance(where: str, block: Any) -> None:
+    """A round's (or an older file's trial's) acceptance counters: what the budgets' carry-over reads."""
+    from sweep.io import readback as rb
+
+    acc = rb.mapping(where, block)
+    for key in ("drafts", "drafted", "accepted", "tokens", "accept_len"):
+        rb.number(f"{where}.{key}", acc.get(key))
+    rb.number(f"{where}.accept_rate", acc.get("accept_rate"), hi=1.0)
+    for key, hi in (("per_position", 1.0), ("per_position_accepted", 1e15)):
+        for j, v in enumerate(rb.items(f"{where}.{key}", acc.get(key))[:4096]):
+            rb.number(f"{where}.{key}[{j}]", v, hi=hi, optional=False)
+        if len(rb.items(f"{where}.{key}", acc.get(key))) > 4096:
+            raise rb.Invalid(f"{where}.{key}", "more than 4,096 draft positions")
 
 
 def is_landscape(path: Path, head: bytes | None = None) -> bool:
     """A JSON file whose schema is the landscape's (cheap check on the head of the file, or on
-    ``head`` when the caller read it already)."""
+    ``head`` when the caller read it already). The head is read whatever the file's size, so a
+    landscape too big to read is still one (and its reader names it)."""
     if head is None:
         from sweep.io import readback
 
         try:
-            head = readback.read_bytes(path)[:4096]
+            head = readback.read_head(path)
         except readback.BadFile:
             return False
     return SCHEMA.encode() in head

@@ -44,11 +44,14 @@ on its hardware, from the simulator's performance model -- no server is started.
   --acceptance SOURCE       acceptance measured at a budget >= this one of the same family, per draft
                             position: a result.json (acceptance.metrics.per_position) or
                             LANDSCAPE.json#CONFIG/WORKLOAD; the accept length of this budget is carried
-                            over from it (sweep/sim/budgets.py) instead of the twin's own
+                            over from it (sweep/sim/budgets.py) instead of the twin's own -- only from
+                            the same engine, model and workload, never to a larger budget
   --budgets LIST            the family's per-load schedule: each budget (and spec=none) at every load of
                             the workload, the best per load, where speculation stops paying, vLLM's
                             num_speculative_tokens_per_batch_size table, and what measuring it costs
-  --accept-model span|truncate   how --acceptance carries over to a shorter budget (default span)
+                            (with --acceptance: budgets up to the measured one)
+  --accept-model span|truncate   how --acceptance carries over to a shorter budget (default span;
+                            only with --acceptance)
 """
 
 
@@ -134,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           "concurrency": opts.get("--concurrency"),
                                           "acceptance": opts.get("--acceptance"),
                                           "budgets": opts.get("--budgets"),
-                                          "accept_model": opts.get("--accept-model")})
+                                          "accept_model": opts.get("--accept-model"),
+                                          "json": as_json, "breakdown": want_breakdown})
     args = [a for a in args if a not in FLAGS]
     calibration = opts.get("--calibration")
     concs: list[int] | None = None
@@ -149,19 +153,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.compose.config import from_omegaconf
     from sweep.sim import explain
 
-    profile = None
+    measured = None
     if "--acceptance" in opts:
         from sweep.sim import budgets
 
         try:
-            profile = budgets.load_profile(opts["--acceptance"])
+            measured = budgets.load_measured(opts["--acceptance"])
         except ValueError as exc:
             raise errors.ConfigError("--acceptance", str(exc)) from None
+    profile = measured.profile if measured is not None else None
     model = opts.get("--accept-model", "span")
     if model not in ("span", "truncate"):
         raise errors.ConfigError("--accept-model", VALUE_OPTIONS["--accept-model"])
     # a ConfigError (CalibrationError is one): one line at the boundary, exit 2
     trial = from_omegaconf(compose(args))
+    if measured is not None and (off := measured.mismatch(trial.raw)):
+        raise errors.ConfigError("--acceptance", f"measured on another {off}: acceptance carries over only "
+                                 "between budgets of one engine, model and workload")
     if "--budgets" in opts:
         try:
             wanted = sorted({int(x) for x in opts["--budgets"].split(",")})
@@ -169,6 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             wanted = []
         if not wanted or min(wanted) < 1:
             raise errors.ConfigError("--budgets", VALUE_OPTIONS["--budgets"])
+        if profile is not None and (past := [b for b in wanted if b > profile.budget]):
+            # the carry-over predicts shorter drafts from a longer one, never longer ones: a budget
+            # past the measured one would run on the twin's own acceptance beside measured ones
+            raise errors.ConfigError("--budgets", f"{', '.join(map(str, past))} past budget {profile.budget}, where "
+                                     "--acceptance was measured: acceptance carries over to budgets up to it, not "
+                                     "beyond (measure the largest budget, or drop --acceptance for the twin's own)")
         from sweep.sim.crossover import print_family
 
         return print_family(args, wanted, calibration=calibration, profile=profile, model=model,
