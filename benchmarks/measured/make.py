@@ -81,6 +81,10 @@ def documents() -> dict[str, dict[str, Any]]:
             "b300-ddtree-b8-t4-w2048", f"{B300}: context 60, concurrency 8, 512 max tokens: 870.2 tok/s aggregate "
             "(8 streams at once; per-stream ~109 tok/s = 870.2 / 8, so one wave of 8 requests)",
             dd + ["workload.concurrency=[8]"], [cell(60, 8, tok_s=870.2, requests=8)]),
+        "b300-ddtree-b8-t4-w2048-c128.json": doc(
+            "b300-ddtree-b8-t4-w2048", f"{B300}: context 60, concurrency 128, 512 max tokens: 4,723 tok/s aggregate "
+            "(~37 tok/s per stream; the twin predicted ~7,900 before this figure was given)",
+            dd + ["workload.concurrency=[128]"], [cell(60, 128, tok_s=4723.0, requests=256)]),
         "b300-ddtree-b8-t4-w2048-accept.json": doc(
             "b300-ddtree-b8-t4-w2048", f"{B300}: steady-state accept length, budget 8: ~4.48 tokens per verify step "
             "(context and length not given: the ctx 60, 512-token setup of the same page)",

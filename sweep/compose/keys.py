@@ -130,11 +130,15 @@ RULES: dict[str, Rule] = {
     "hardware.ep": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.dp": _int(1, MAX_GPUS, "GPUs", required=True),
     "hardware.dp_attention": BOOL,
+    # prefill and decode on separate nodes: the twin models one box running both, and refuses it
+    "hardware.disaggregated": BOOL,
     "hardware.cost_per_hour": _num(0, 1_000_000, "USD per hour"),
     "hardware.spread": _num(0, 1, "relative standard deviation of one measurement of a cell's tok/s"),
     "hardware.perf": MAPPING,
     "hardware.perf.mem_bw_tbs": _num(0, 1_000, "TB/s per GPU"),
     "hardware.perf.fp8_tflops": _num(0, 1_000_000, "TFLOP/s per GPU"),
+    "hardware.perf.bf16_tflops": _num(0, 1_000_000, "TFLOP/s per GPU, dense BF16 (a model with arch.compute_bits 16)"),
+    "hardware.perf.fp4_tflops": _num(0, 1_000_000, "TFLOP/s per GPU, dense FP4 (a model with arch.compute_bits 4)"),
     "hardware.perf.link_bw_gbs": _num(0, 100_000, "GB/s per direction"),
     "hardware.perf.link_latency_us": _num(0, 1_000_000, "microseconds"),
     "hardware.perf.nvlink": BOOL,
@@ -172,6 +176,9 @@ RULES: dict[str, Rule] = {
     "spec.synth_rates": Rule("floats", 0, 1, what="probabilities"),
     # per-load speculation: [from, to, budget] per band of in-flight requests (the engine's batch size),
     # inclusive, sorted, the first from 1; budget 0 = no draft there (docs/vllm.md, "Per-load speculation")
+    "spec.accept_length": _num(1, MAX_SPEC + 1, "tokens per verify step a source measured (null: the twin's model)"),
+    "spec.accept_source": TEXT,      # where spec.accept_length was measured (printed with the prediction)
+    "spec.adaptive": BOOL,           # adaptive verification (the draft length chosen per step): not modelled
     "spec.per_load": Rule("per_load", 0, MAX_SPEC, what="[from, to, draft tokens] per band of batch sizes"),
     "spec.render": MAPPING,
     "spec.constraints": Rule("list"),  # expressions: sweep/compose/constraints.py
@@ -217,6 +224,7 @@ RULES: dict[str, Rule] = {
     "server.flavor": REQUIRED_NAME,
     "server.model_format": _enum(*MODEL_FORMATS),
     "server.simulated": BOOL,
+    "server.engine": _enum(None, "sglang", "vllm", "trtllm"),  # whose step overheads the twin runs with
     "server.executable": Rule("strs", required=True),
     "server.host": Rule("host", required=True),
     "server.port": _int(1, MAX_PORT, "TCP port", required=True),

@@ -40,6 +40,35 @@ def figures_source(hardware: Mapping[str, Any], cal: constants.Calibration) -> s
     return "calibration" if want == "calibration" and cal.figures else "config"
 
 
+# Setups the twin does not model, each with why: a prediction would be a guess, so it is refused.
+UNMODELLED = {
+    "spec.adaptive": "adaptive verification (the draft length chosen step by step from the batch and the "
+                     "drafter's confidence) is not modelled by the twin: predict the fixed lengths it chooses from",
+    "hardware.disaggregated": "prefill and decode on separate nodes is not modelled by the twin (it prices one "
+                              "box running both): predict the decode box's layout alone",
+}
+
+
+def refuse(cfg: Mapping[str, Any]) -> None:
+    """A ConfigError (one line, exit 2 at a command's boundary) for a setup the twin cannot model."""
+    from sweep.errors import ConfigError
+
+    for key, why in UNMODELLED.items():
+        group, name = key.split(".")
+        if (cfg.get(group) or {}).get(name):
+            raise ConfigError(key, why)
+
+
+def acceptance_of(spec: Mapping[str, Any]) -> str | None:
+    """Where a prediction's accept length comes from: a source's measurement, or the twin's model."""
+    if str(spec.get("algorithm") or "none").lower() in ("none", ""):
+        return None
+    if spec.get("accept_length"):
+        src = spec.get("accept_source")
+        return f"given: {float(spec['accept_length']):g} tokens per step" + (f" ({src})" if src else "")
+    return "the twin's acceptance model (the calibration's drafter constants)"
+
+
 def setup(config: Any, calibration: Any = None) -> dict[str, Any]:
     """What a prediction of this config runs on: box, spec (with the derived keys), constants.
 
@@ -48,6 +77,7 @@ def setup(config: Any, calibration: Any = None) -> dict[str, Any]:
     from sweep.sim.measured import inputs
 
     cfg = _plain(config)
+    refuse(cfg)
     workload, server = cfg["workload"], cfg.get("server") or {}
     got = inputs(cfg)
     hardware, model = got["hardware"], got["model"]

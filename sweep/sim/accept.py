@@ -48,7 +48,9 @@ SEGMENT_TOKENS = 64  # resolution of the answer-position integral in mean accept
 
 CHAIN_FAMILIES = ("ngram", "draft", "synth")
 _ALIASES = {"ngram": "ngram", "ngram-mod": "ngram", "ngram-simple": "ngram", "suffix": "ngram",
-            "draft": "draft", "draft_model": "draft", "standalone": "draft", "synth": "synth"}
+            "draft": "draft", "draft_model": "draft", "standalone": "draft", "synth": "synth",
+            # DSpark drafts a whole block in one forward and verifies it as a chain, like DFlash
+            "dspark": "dflash"}
 
 
 def family(spec: Mapping[str, Any]) -> str:
@@ -57,7 +59,7 @@ def family(spec: Mapping[str, Any]) -> str:
         return "none"
     if algo in ("ddtree", "dflash"):
         return algo
-    return _ALIASES.get(algo, "eagle")
+    return _ALIASES.get(algo, "eagle")  # EAGLE-1, EAGLE-3, MTP: a head over the target's hidden states
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,9 @@ class Shape:
     profile_share: float = 1.0
     profile_drafted: float = 0.0
     profile_model: str = "span"
+    # the mean accept length a source measured for this setup (spec.accept_length): an input that
+    # replaces the acceptance model (0: the twin's own model)
+    given: float = 0.0
 
 
 def _max_nodes(topk: int, depth: int) -> int:
@@ -99,10 +104,16 @@ def _shape(algo: str, budget: int | None, topk: int | None, block: int | None, n
            window: int | None, n_min: int = 0, draft_size: float = 1.0, synth_len: float = 0.0,
            n_match: int = 0, p_floor: float = 0.0, profile: tuple[float, ...] = (), profile_share: float = 1.0,
            profile_drafted: float = 0.0, profile_model: str = "span", n_ref: int = 0,
-           full_draft: bool = False) -> Shape:
+           full_draft: bool = False, given: float = 0.0) -> Shape:
     fam = family({"algorithm": algo})
     if fam == "none":
         return Shape("none", 0, 0, 0, 0, 1, False, 0, 0, None)
+    if given:
+        import dataclasses
+
+        out = _shape(algo, budget, topk, block, num_steps, window, n_min, draft_size, synth_len, n_match, p_floor,
+                     profile, profile_share, profile_drafted, profile_model, n_ref, full_draft)
+        return dataclasses.replace(out, given=float(given))
     if fam in CHAIN_FAMILIES:
         n = max(1, int(budget or 4))
         return Shape(fam, n, 1, n, n, n + 1, False, 1, n if fam == "draft" else 0, None,
@@ -141,7 +152,7 @@ def shape_of(spec: Mapping[str, Any]) -> Shape:
                   int(key or 0), float(spec.get("draft_p_min") or 0.0), tuple(float(x) for x in prof),
                   float(spec.get("accept_share") or 1.0), float(spec.get("accept_drafted") or 0.0),
                   str(spec.get("accept_model") or "span"), int(spec.get("lookup_reference") or 0),
-                  bool(spec.get("full_draft")))
+                  bool(spec.get("full_draft")), float(spec.get("accept_length") or 0.0))
 
 
 def verify_width(spec: Mapping[str, Any]) -> int:
@@ -280,12 +291,24 @@ def mean_width(shape: Shape, cal: Mapping[str, float]) -> float:
 def survival(shape: Shape, cal: Mapping[str, float], scale: float) -> tuple[float, ...]:
     if shape.fam == "none":
         return ()
+    if shape.given:  # a source's measured mean: no constants involved
+        return given_survival(shape.given, shape.depth)
     if shape.profile:  # measured at a larger budget of this family: no constants involved
         return _profiled(shape.profile, shape.budget, shape.profile_share, shape.profile_model)[0]
     if shape.fam in CHAIN_FAMILIES:
         q = min(0.999, chain_params(shape, cal)[2] * (scale if shape.fam != "synth" else 1.0))
         return tuple(min(1.0, d * q ** j) for j, d in enumerate(chain_reach(shape, cal), start=1))
     return tree(shape.nodes, shape.topk, shape.depth, cal["p0"], cal["decay"], cal["rho"], scale)[0]
+
+
+@lru_cache(maxsize=1024)
+def given_survival(mean: float, depth: int) -> tuple[float, ...]:
+    """S_1..S_depth of a measured mean accept length: a geometric run, S_j = q^j with 1 + sum S_j = mean
+    (capped at what ``depth`` drafted positions can yield). A source gives the mean, not the shape;
+    the shape only moves the per-request spread the tail of a cell is priced with."""
+    n = max(1, int(depth))
+    want = min(max(0.0, float(mean) - 1.0), n * 0.999)
+    return tuple(_geometric_q(want, n) ** j for j in range(1, n + 1))
 
 
 def moments(surv: tuple[float, ...]) -> tuple[float, float]:

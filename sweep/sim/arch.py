@@ -163,7 +163,10 @@ def _shape(arch_json: str) -> dict[str, Any]:
         "kv_replicated": str(a.get("attention", "mla" if moe else "gqa")).lower() == "mla",
         "weights_gb": weights_gb,
         "draft_layers": float(draft.get("layers", 5)),
-        "draft_layer_params": 4.0 * h * h + dense_mlp,
+        # the draft (EAGLE head, MTP module, DFlash layer) per layer: its size where the model card
+        # gives it, else one decoder layer at the target's width
+        "draft_layer_params": float(draft["layer_params_b"]) * 1e9 if draft.get("layer_params_b")
+        else 4.0 * h * h + dense_mlp,
         "draft_block": int(draft.get("block_size", 8)),
         "vision": bool(a.get("vision_tower", False)),
     }
@@ -211,6 +214,9 @@ def _box(key: str) -> Box:
     cpu = n == 0 or str(hardware.get("arch") or "").lower() == "cpu"
     gpus = max(1, n)
     flops = perf.get("fp8_tflops") if perf.get("fp8_tflops") is not None else perf.get("matmul_tflops")
+    precise = perf.get(COMPUTE_FIGURE.get(int(arch.get("compute_bits") or 0), ""))
+    if isinstance(precise, (int, float)) and not isinstance(precise, bool) and precise > 0:
+        flops = precise  # the model computes in a precision the box states its own figure for
     link_bw = _num(perf, "link_bw_gbs", 900) * 1e9
     tp, dp = max(1, int(hardware.get("tp") or gpus)), max(1, int(hardware.get("dp") or 1))
     return Box(**sh, tp=tp, ep=max(1, int(hardware.get("ep") or 1)), dp=dp,
@@ -223,6 +229,9 @@ def _box(key: str) -> Box:
                mem_gb=float(hardware.get("memory_gb") or 80), cpu=cpu)
 
 
+# model.arch.compute_bits -> the box's figure for that precision (hardware.perf); a model that does
+# not say, or a box without that figure, runs on fp8_tflops (what the shipped calibrations were fitted on)
+COMPUTE_FIGURE = {16: "bf16_tflops", 8: "fp8_tflops", 4: "fp4_tflops"}
 BOX_HARDWARE_KEYS = ("num_gpus", "tp", "ep", "dp", "dp_attention", "memory_gb", "arch")
 
 
@@ -230,5 +239,5 @@ def box_of(hardware: Mapping[str, Any], model: Mapping[str, Any]) -> Box:
     """The figures of this model on this hardware (cached)."""
     hw: dict[str, Any] = {k: hardware.get(k) for k in BOX_HARDWARE_KEYS}
     hw["perf"] = {k: v for k, v in (hardware.get("perf") or {}).items()
-                  if k not in ("calibration", "box", "probe")}
+                  if k not in ("calibration", "box", "probe", "engine")}
     return _box(json.dumps([hw, _arch(model)], sort_keys=True, default=str))

@@ -244,14 +244,22 @@ def box_name(hardware: Mapping[str, Any]) -> str:
 BOX_ENGINES = ("sglang", "sim", "")
 
 
+def engine_of(server: Mapping[str, Any] | None) -> str:
+    """The engine whose step overheads the twin runs with: ``server.engine`` (the simulator standing
+    in for another engine: vllm, trtllm), else the server itself; SGLang for the simulator."""
+    name = str((server or {}).get("engine") or (server or {}).get("name") or "")
+    return "sglang" if name in BOX_ENGINES else name
+
+
 def engine_hardware(hardware: Mapping[str, Any], server: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """``hardware`` as the twin sees it under this engine: llama.cpp on the CPU box is box
-    ``cpu-llamacpp`` (its own calibration file), SGLang on B300 stays ``b300``."""
-    name = str((server or {}).get("name") or "")
-    perf = hardware.get("perf") or {}
-    if name in BOX_ENGINES or perf.get("box"):
-        return hardware
-    return {**hardware, "perf": {**perf, "box": f"{box_name(hardware)}-{name}"}}
+    ``cpu-llamacpp`` (its own calibration file), SGLang on B300 stays ``b300``; the engine is
+    noted (``perf.engine``) for a GPU box with no calibration of its own (``gpu-<engine>.yaml``)."""
+    engine = engine_of(server)
+    perf = {**(hardware.get("perf") or {}), "engine": engine}
+    if engine == "sglang" or perf.get("box"):
+        return {**hardware, "perf": perf}
+    return {**hardware, "perf": {**perf, "box": f"{box_name(hardware)}-{engine}"}}
 
 
 def user_dir() -> Path:
@@ -277,6 +285,9 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
     if explicit is False:
         return None
     name, box = str(hardware.get("name") or ""), box_name(hardware)
+    engine = str(perf.get("engine") or "sglang")
+    if engine != "sglang" and box.endswith(f"-{engine}"):
+        name = ""  # the profile's own file is another engine's (SGLang's) constants
     for folder in (user_dir(), SHIPPED_DIR):
         candidate = folder / f"{box}.yaml"
         if candidate.is_file():
@@ -284,7 +295,18 @@ def find(hardware: Mapping[str, Any]) -> Path | None:
         candidate = folder / f"{name}.yaml"
         if name and candidate.is_file():
             return candidate
+    if kind_of(hardware) == "cpu":
+        return None
+    for folder in (user_dir(), SHIPPED_DIR):  # a GPU box nobody measured: the engine's constants
+        candidate = folder / f"{GPU_ENGINE_PREFIX}{engine}.yaml"
+        if candidate.is_file():
+            return candidate
     return None
+
+
+# A GPU box with no calibration of its own runs on its engine's constants, fitted on public figures
+# of many boxes and models (sweep/sim/calibrations/gpu-<engine>.yaml: benchmarks/public_figures.py).
+GPU_ENGINE_PREFIX = "gpu-"
 
 
 def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
@@ -330,9 +352,9 @@ def _by_kind(table: Any) -> tuple[tuple[str, float], ...]:
 
 
 @lru_cache(maxsize=64)
-def _cached(name: str, box: str, explicit: str, kind: str, user: str) -> Calibration:
+def _cached(name: str, box: str, explicit: str, kind: str, user: str, engine: str = "") -> Calibration:
     hardware: dict[str, Any] = {"name": name, "perf": {"box": box, "calibration": explicit or None,
-                                                       "nvlink": kind == "nvlink"}}
+                                                       "nvlink": kind == "nvlink", "engine": engine or None}}
     if kind == "cpu":
         hardware.update({"arch": "cpu", "num_gpus": 0})
     path = find(hardware)
@@ -345,7 +367,7 @@ def for_hardware(hardware: Mapping[str, Any]) -> Calibration:
     explicit = perf.get("calibration")
     explicit_s = "none" if explicit is False else str(explicit or "")
     return _cached(str(hardware.get("name") or ""), box_name(hardware), explicit_s,
-                   kind_of(hardware), str(user_dir()))
+                   kind_of(hardware), str(user_dir()), str(perf.get("engine") or ""))
 
 
 def resolve(hardware: Mapping[str, Any], calibration: Any = None) -> Calibration:

@@ -52,6 +52,8 @@ on its hardware, from the simulator's performance model -- no server is started.
                             (with --acceptance: budgets up to the measured one)
   --accept-model span|truncate   how --acceptance carries over to a shorter budget (default span;
                             only with --acceptance)
+  --config-dir DIR          config groups of your own beside the shipped ones (DIR/model/*.yaml,
+                            DIR/hardware/*.yaml: a model from its architecture, a box from its parts)
 """
 
 
@@ -77,6 +79,8 @@ def _table(pred: Mapping[str, Any], title: str) -> str:
                      f"{c['per_stream_tok_s']:>8,.1f} {pband:>17}  {tband:>22}  {acc:>16}")
     if pred.get("accept_definition"):
         lines.append(f"accept length: {pred['accept_definition']}")
+    if pred.get("acceptance"):
+        lines.append(f"acceptance: {pred['acceptance']}")
     if pred.get("band_note"):
         lines.append(pred["band_note"])
     for a in pred.get("assumptions") or []:
@@ -121,6 +125,16 @@ VALUE_OPTIONS = {"--calibration": "needs a path or 'none'",
                  "--budgets": "needs a comma-separated list of positive integers (draft budgets)",
                  "--accept-model": "needs span or truncate"}
 FLAGS = ("--json", "--breakdown")
+# The user's own config groups, as python -m sweep takes them (docs/config.md: a model, a box)
+VALUE_OPTIONS["--config-dir"] = "needs a directory of config groups (model/, hardware/, spec/ ...)"
+
+
+def _use_config_dir(path: str) -> None:
+    from sweep.compose import config_source
+
+    source = config_source.Source(config_dir=path)
+    config_source.check_files(source)  # a ConfigError naming --config-dir when it is no directory
+    config_source.use(source)
 
 
 @errors.command("sweep.sim.predict")
@@ -130,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     args, opts = _options(args)
+    if "--config-dir" in opts:
+        _use_config_dir(opts["--config-dir"])
     as_json, want_breakdown = "--json" in args, "--breakdown" in args
     from sweep.compose import arguments
 

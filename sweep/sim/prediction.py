@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from sweep.compose import per_load
 from sweep.sim import constants
-from sweep.sim._setup import setup
+from sweep.sim._setup import acceptance_of, setup
 from sweep.sim.cells import cell
 from sweep.sim.constants import Calibration
 
@@ -86,7 +86,8 @@ def predict(config: Any, *, calibration: Any = None, band: bool = False, level: 
     out: dict[str, Any] = {"calibration": cal.source, "failure": failure, "simulated": True, "cells": [],
                            "band_level": level if band else None,
                            "figures": {"source": su["figures"], **constants.figures_of(hardware)},
-                           "accept_definition": ACCEPT_DEFINITIONS[bool(su["per_draft"])] if spec_on else None}
+                           "accept_definition": ACCEPT_DEFINITIONS[bool(su["per_draft"])] if spec_on else None,
+                           "acceptance": acceptance_of(spec)}
     if failure:
         return out
     banded = _prior_covariance(cal, hardware) if band and not cal.covariance else cal
