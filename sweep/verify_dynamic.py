@@ -29,7 +29,7 @@ headline of the table where speculation pays (the best static beats the baseline
 
 OVERRIDEs go on every run (e.g. ``hardware.cpu.threads_bind=1 workload.requests_per_cell=8``: what
 the measurement's own command line had, when the table came from a recorded landscape). The export is
-input (:mod:`sweep.report.dynamic_read`): its tables are checked before anything runs and give only
+input (:mod:`sweep.compose.dynamic_read`): its tables are checked before anything runs and give only
 identity knobs; launch plumbing comes from OVERRIDEs and the config, never from the file. Every run's
 command line is checked as ``python -m sweep`` checks it before the first one starts.
 Exit status: 0; 1 when nothing could be verified; 2 on bad input.
@@ -107,9 +107,9 @@ def _export_file(args: argparse.Namespace) -> Path:
 
 def _tables(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The export's tables to verify, each checked as data and carrying identity knobs only
-    (:mod:`sweep.report.dynamic_read`); what a table's file gave that is not taken is named."""
+    (:mod:`sweep.compose.dynamic_read`); what a table's file gave that is not taken is named."""
     from sweep import secrets
-    from sweep.report import dynamic_read
+    from sweep.compose import dynamic_read
     from sweep.report.dynamic import parse_table, table_text
 
     path = _export_file(args)

@@ -47,12 +47,12 @@ class Arg:
 
 def _export_overrides(folder: Any, file: Any) -> list[str]:
     """The first table's identity overrides of a ``dynamic-<engine>.yaml`` (what ``verify_dynamic``'s
-    extra overrides go on top of), read by the export's one reader (:mod:`sweep.report.dynamic_read`:
+    extra overrides go on top of), read by the export's one reader (:mod:`sweep.compose.dynamic_read`:
     never a FIFO, a device or an alias bomb); none when there is no usable export (the command says so
     itself)."""
     from pathlib import Path
 
-    from sweep.report import dynamic_read
+    from sweep.compose import dynamic_read
 
     try:
         files = [Path(file)] if file is not None else sorted(Path(folder).glob("dynamic-*.yaml"))

@@ -525,7 +525,7 @@ def test_an_export_table_contributes_identity_knobs_only(statics_key: object, pe
                                                          extra: list[str]) -> None:
     """Whatever a dynamic-<engine>.yaml table holds: refused in one line naming the table's field, or taken with
     whole-number budgets (no name from the file becomes a path) and no launch plumbing in what runs."""
-    from sweep.report.dynamic_read import checked_table
+    from sweep.compose.dynamic_read import checked_table
 
     try:
         t = checked_table(_export_table(statics_key, per_load, extra), 0)

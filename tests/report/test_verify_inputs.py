@@ -1,7 +1,7 @@
 """``python -m sweep.verify_dynamic`` judges its export file and its command line as input, before any run.
 
 An export is a file read back: it names configs, it never chooses what starts or where it writes
-(sweep/report/dynamic_read.py). Each case runs the command's ``main`` on a real export file in a
+(sweep/compose/dynamic_read.py). Each case runs the command's ``main`` on a real export file in a
 real directory (``--dry-run`` composes and checks every run as ``python -m sweep`` would, and runs
 no server); the FIFO case runs the command as a process, since the old reader blocked in it.
 """

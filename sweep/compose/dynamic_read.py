@@ -75,7 +75,7 @@ def read(path: str | Path) -> dict[str, Any]:
     """The export's document, read by the one reader; ConfigError naming ``--file`` otherwise."""
     from sweep.compose import yaml_guard
     from sweep.io import readback
-    from sweep.report.dynamic import FORMAT
+    FORMAT = "specsweep.dynamic/1"  # sweep.report.dynamic.FORMAT (compose sits below report)
 
     try:
         text = readback.read_text(path, limit=MAX_BYTES)
