@@ -261,7 +261,7 @@ class Watch:
         window = max(1e-3, after.t - before.t)
         cores = self.cores()
         roots = tuple(r for r in self.roots if r) + ((self.engine_pid,) if self.engine_pid else ())
-        own = tree(after.procs, roots) | tree(before.procs, roots)
+        own = tree(after.procs, roots) | tree(before.procs, roots) | set(roots)
         hz = _hz()
 
         def used(pid: int) -> float:
