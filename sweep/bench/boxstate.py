@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 PROC = Path("/proc")
 SYS_CPU = Path("/sys/devices/system/cpu")
 PROC_FLOOR = 0.05        # cores: a process using less than this over the window is not listed
-TOP_PROCS = 5            # other processes listed per state
+TOP_PROCS = 8            # other processes listed per state, the busiest first
 SETTLE_WINDOW_S = 1.0    # the window a settle check measures over
 POLICIES = ("mark", "wait", "refuse")
 REASON = "busy_box"      # the failure reason of a trial the policy refused
@@ -343,15 +343,15 @@ SLOWDOWNS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 
 def describe(state: Mapping[str, Any]) -> str:
-    """One line: what the box was doing."""
-    if state.get("why"):
-        return "; ".join(state["why"])
+    """One line: what was busy (when something was), then the figures it was judged on."""
     bits = [f"other work {state['others_cpu']:.2f} cores" if state.get("others_cpu") is not None else "",
             f"load average {state['load_avg']:.2f} ({state['load_beyond_own']:.2f} beyond this run)"
             if state.get("load_avg") is not None and state.get("load_beyond_own") is not None else "",
             f"steal {100 * state['steal']:.0f}%" if state.get("steal") else "",
             f"{state['cpu_mhz']:.0f} MHz" if state.get("cpu_mhz") else ""]
     text = ", ".join(b for b in bits if b)
+    if state.get("why"):
+        return "; ".join(state["why"]) + (f" ({text})" if text else "")
     return f"quiet: {text}" if state.get("busy") is False else text
 
 

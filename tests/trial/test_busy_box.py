@@ -66,3 +66,16 @@ def test_a_bad_policy_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and doc == {}
     assert out.stderr.strip().splitlines()[-1] == ("error: workload.busy_box: must be one of mark, wait, refuse, "
                                                     "got 'sometimes'")
+
+
+def test_doctor_shows_the_box_state_and_the_policy(tmp_path: Path, burner: int) -> None:
+    out = subprocess.run([sys.executable, "-m", "sweep.doctor", "workload=smoke", "workload.busy_load=0.1",
+                          "workload.busy_box=wait", f"server.port={free_port()}"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "box state" in line)
+    rest = [line.split("│")[1:4] for line in lines[first:] if line.startswith("│")]
+    row = " ".join(" ".join(part.strip() for part in cells) for cells in rest)  # the row's folded lines
+    assert "warn" in row and f"(pid {burner})" in row and "load average" in row
+    assert "workload.busy_box=wait (waits up to 120 s)" in row
