@@ -50,6 +50,8 @@ def box_state(points: Sequence[Point]) -> dict[str, Any]:
     recorded = [p for p in tok if p.busy is not None]
     others = [p.others_cpu for p in recorded if p.others_cpu is not None]
     out: dict[str, Any] = {}
+    if not loads and not recorded:  # the cores alone say nothing about what else ran
+        return {}
     if loads:
         out.update(load_avg_median=round(statistics.median(loads), 2),
                    load_avg_range=[round(min(loads), 2), round(max(loads), 2)])
