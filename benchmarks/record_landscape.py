@@ -27,6 +27,13 @@ figures (``python -m sweep.sim.probe``) under ``machine.perf``. It is rewritten
 after every trial, and a rerun with the same ``--work`` dir skips trials whose
 result.json is already there, so an interrupted recording resumes. Secrets
 (``server.api_key=...`` among the overrides) are masked in every field.
+
+A landscape is a measurement of the box, not of its neighbours: every trial runs with
+``workload.busy_box=refuse`` and ``workload.busy_wait_s=300`` unless an override says
+otherwise (sweep/bench/boxstate.py). A busy box is waited for; still busy, the trial is
+refused and the recording stops with one line saying what was busy (exit 1; the refused
+trial runs again when the recording is resumed). Every cell carries its ``box_state``, the
+points the state of their rounds combined (busy when any round was).
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ if str(ROOT) not in sys.path:
 
 from sweep import errors  # noqa: E402 - after the path the script runs from
 
+# A recording waits up to 5 minutes for a busy box, then refuses it (overrides can say otherwise).
+BUSY_POLICY = ["workload.busy_box=refuse", "workload.busy_wait_s=300"]
 TARGET_DRAFT = "model.draft_paths.draft=${model.path}"  # the target drafts for itself: full acceptance
 
 
@@ -134,7 +143,14 @@ def _machine(perf: dict[str, Any]) -> dict[str, Any]:
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
     return {"cpu_model": model, "cores": os.cpu_count(), "flags": flags, "mem_gb": round(mem_gb, 1),
             "python": platform.python_version(), "specsweep_commit": commit, "perf": perf,
-            "load_avg_at_start": os.getloadavg()[0]}
+            "load_avg_at_start": os.getloadavg()[0], "box_at_start": _box_now()}
+
+
+def _box_now() -> dict[str, Any]:
+    """The box's state over a second, before the recording starts (sweep/bench/boxstate.py)."""
+    from sweep.bench.boxstate import Watch
+
+    return Watch().now(1.0)
 
 
 def _result(path: Path) -> dict[str, Any] | None:
@@ -168,7 +184,7 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
         return docs
 
     found = results() if run_dir.is_dir() else {}
-    if found and all(found.values()):
+    if found and all(d is not None and not refused(d) for d in found.values()):  # a refused trial runs again
         return found
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "load_avg").write_text(f"{os.getloadavg()[0]:.2f}\n")  # how busy the shared box was
@@ -187,6 +203,14 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
         except subprocess.TimeoutExpired:
             pass
     return results()
+
+
+def refused(doc: dict[str, Any] | None) -> str | None:
+    """The one line of a trial the busy-box policy refused (None: it was not refused)."""
+    from sweep.bench.boxstate import REASON
+
+    failure = (doc or {}).get("failure") or {}
+    return str(failure.get("message") or "") if failure.get("reason") == REASON else None
 
 
 def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:
@@ -213,6 +237,7 @@ def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[st
             "startup_s": (doc.get("server") or {}).get("startup_s"),
             "server_reused": (doc.get("server") or {}).get("reused"),
             "acceptance": (doc.get("acceptance") or {}).get("metrics"),
+            "box_state": doc.get("box_state"),  # the box before the trial (its cells carry their own)
             "greedy_identical": ident.get("greedy_identical"), "greedy_compared": ident.get("compared"),
             "cells": cells if doc.get("status") == "ok" else []}
 
@@ -365,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     workloads = args.workloads.split(",") if args.workloads else list(spec["workloads"])
     workload_over = [f"workload.contexts=[{args.contexts}]", f"workload.concurrency=[{args.concurrency}]",
                      f"workload.max_tokens={args.max_tokens}", "workload.repeats=1", "workload.coding=off"]
-    base = [*spec["base"], *workload_over, *args.extra]
+    given = {o.partition("=")[0] for o in args.extra}  # the user's own policy replaces the recording's
+    base = [*spec["base"], *workload_over, *[o for o in BUSY_POLICY if o.partition("=")[0] not in given],
+            *args.extra]
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
     from sweep.sim.landscape import write as write_landscape
@@ -409,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
             land["base_overrides"] = secrets.mask_argv(base)
             land["duration_min"] = round((time.time() - t0) / 60, 1)
             write_landscape(out, land, argv=sys.argv)  # masked where it leaves: a secret of the command line too
+            line = next((r for r in map(refused, docs.values()) if r), None)
+            if line:  # the box stayed busy: a landscape is not recorded on it without saying so
+                print(f"{line}\nstopped: round {rnd} {cid} was refused; {out} holds what was recorded before "
+                      f"(run the same command again on a quiet box to resume)", file=sys.stderr)
+                return 1
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
     return 0
 

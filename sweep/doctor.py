@@ -61,6 +61,26 @@ def _engine_rows(trial: "TrialConfig") -> list["Check"]:
     return rows
 
 
+def _box_row(trial: "TrialConfig") -> "Check":
+    """The box's state now, over a second (sweep/bench/boxstate.py): what a trial's policy
+    (``workload.busy_box``) would find. Only for a box this machine is (``launcher=local``)."""
+    from rich.markup import escape
+
+    from launchers.doctor import Check
+    from sweep.bench import boxstate
+
+    if trial.launcher.backend.remote:
+        return Check("box state", "skip", "the box is remote: its trials record its state per cell")
+    wl = trial.workload
+    state = boxstate.Watch(busy_load=wl.busy_load).now(1.0)
+    policy = f" -- workload.busy_box={wl.busy_box}" + (f" (waits up to {wl.busy_wait_s:g} s)"
+                                                         if wl.busy_box != "mark" else "")
+    if state.get("busy"):
+        return Check("box state", "warn", escape(f"busy: {boxstate.describe(state)}{policy}"))
+    status = "ok" if state.get("busy") is False else "skip"
+    return Check("box state", status, escape(f"{boxstate.describe(state) or 'not readable here'}{policy}"))
+
+
 def print_table(where: str, rows: Sequence[Check]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -94,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trial = from_omegaconf(compose(args))  # a ConfigError: one line, exit 2
     launch = render(trial)
     where, rows = diagnose(trial.launcher, launch, trial.server)
-    rows = _engine_rows(trial) + rows
+    rows = _engine_rows(trial) + rows + [_box_row(trial)]
     print_table(where, rows)
     failed = [r for r in rows if r.status == "fail"]
     if failed:

@@ -100,3 +100,28 @@ def test_the_summary_pools_rounds_into_intervals(tmp_path: Path) -> None:
     # three rounds: 20, 21, 22 -> 21.0 [18.5, 23.5]; speedup 21/12 with both intervals
     assert "| 3 | 21.0 [18.5, 23.5] |" in row and "1.75x [1.33, 2.17]" in row and row.endswith("| 1.00 |")
     assert lines[-1].startswith("box spread: median relative SD of one round's tok/s")
+
+
+def test_cells_carry_their_box_state_points_are_busy_when_a_round_was_and_a_refusal_is_seen() -> None:
+    from sweep.bench.boxstate import judge, state_key
+    from sweep.sim import landscape
+
+    mod = _script()
+    quiet = judge({"others_cpu": 0.1, "load_avg": 1.6, "window_s": 5.0}, 0.5)
+    busy = judge({"others_cpu": 1.4, "load_avg": 6.2, "window_s": 5.0,
+                  "busy_procs": [{"pid": 9, "name": "cc1plus", "cpu": 1.4}]}, 0.5)
+    configs = [("none", ["spec=none"])]
+    runs = {"none": [_doc("edit", "none", None, 10.0 + r, r, box_state=busy if r == 2 else quiet)
+                     for r in (1, 2, 3)]}
+    doc = mod.assemble("vllm", {"hardware": "cpu"}, configs, runs, {"edit": {"name": "edit"}}, {}, "x")
+    assert [r["cells"][0]["box_state"]["busy"] for r in doc["runs"]] == [False, True, False]
+    point = next(p for p in doc["points"] if p["concurrency"] == 1)
+    assert point["box_state"]["busy"] is True and "cc1plus (pid 9)" in point["box_state"]["why"][0]
+    assert state_key(point) == "busy" and state_key(doc["runs"][0]["cells"][0]) is None
+    path = Path(tempfile.mkdtemp()) / "l.json"
+    landscape.write(path, doc, argv=[])
+    landscape.load(path)  # the reader of landscapes takes the state (checked as a result cell's)
+    line = "refused: the box is busy before the trial (workload.busy_box=refuse, waited 300 s): ..."
+    assert mod.refused({"status": "failed", "failure": {"reason": "busy_box", "message": line}}) == line
+    assert mod.refused(runs["none"][0]) is None
+    assert mod.BUSY_POLICY == ["workload.busy_box=refuse", "workload.busy_wait_s=300"]

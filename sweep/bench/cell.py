@@ -112,6 +112,7 @@ class CellResult:
     goodput_tok_s_ci: list[float] | None = None
     latencies: list[list[float | None]] | None = None
     load_search: str | None = None  # "max_load": a probe of the max-load search (sweep/bench/maxload.py)
+    box_state: dict[str, Any] | None = None  # what the box was doing over the window (sweep/bench/boxstate.py)
     results: list[RequestResult] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import sys
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ from sweep.bench.sizing import PromptMaker
 if TYPE_CHECKING:
     import httpx
 
+    from sweep.bench.boxstate import Watch
     from sweep.bench.serverstats import CounterProbe
     from sweep.bench.transport import HttpConnection
     from sweep.compose.config import Workload
@@ -128,7 +130,7 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
                    request_extras: Mapping[str, Any] | None = None, endpoint: str = "completions",
                    continuous_usage: bool = False, slo: "Slo | None" = None,
                    flush: Callable[[], Awaitable[str]] | None = None,
-                   counters: "CounterProbe | None" = None) -> CellResult:
+                   counters: "CounterProbe | None" = None, box: "Watch | None" = None) -> CellResult:
     """Size the prompts, open and warm ``point.concurrency`` connections, start cold, then measure
     one cell (closed loop, or Poisson at ``point.rate`` with arrivals planned before the window opens).
 
@@ -137,7 +139,12 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
     anew in a namespace of their own, so none was seen by this server before.
     ``counters``: read the server's acceptance counters right before and after the
     measured requests (where responses carry none: vLLM) for the cell's accept_len/rate.
+    ``box``: what measures the box's state over the window (:mod:`sweep.bench.boxstate`; default:
+    this process's tree, ``workload.busy_load``).
     """
+    from sweep.bench.boxstate import Watch
+
+    box = box if box is not None else Watch(busy_load=float(getattr(workload, "busy_load", 0.5)))
     on_done = on_done or (lambda _r: None)
     timeout_s = workload.request_timeout_s
     path = path_for(endpoint)
@@ -166,12 +173,14 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
                 if cache == "fresh":
                     measured = payloads(await prompts.make(context, point.requests), workload.max_tokens)
             before = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
+            box_before = box.start()
             t0, c0 = time.perf_counter(), time.process_time()
             if offsets is not None:
                 results = await _poisson(clients, measured, path, offsets, timeout_s, on_done)
             else:
                 results = await _closed_loop(clients, measured, path, timeout_s, on_done)
             duration, cpu = time.perf_counter() - t0, time.process_time() - c0
+            box_state = box.stop(box_before)
             after = await asyncio.to_thread(counters.snapshot) if counters is not None else {}
     finally:
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
@@ -187,6 +196,7 @@ async def run_cell(base_url: str, workload: "Workload", model_name: str, point: 
     cell.client_cpu_s = cpu
     cell.concurrency_capped = capped
     cell.load_search = point.search
+    cell.box_state = box_state
     return cell
 
 
@@ -240,14 +250,18 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                       vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                       on_cell: Callable[[CellResult], None] | None = None,
                       counters: "CounterProbe | None" = None,
-                      cache_kept: bool = True, flush_path: str | None = "/flush_cache") -> list[CellResult]:
+                      cache_kept: bool = True, flush_path: str | None = "/flush_cache",
+                      box: "Watch | None" = None) -> list[CellResult]:
     """Async body of :func:`run_matrix`."""
+    from sweep.bench.boxstate import Watch, settle
     from sweep.bench.repeats import combine
 
     plan = plan if plan is not None else MatrixPlan(workload)
     repeats = max(1, int(getattr(workload, "repeats", 1) or 1))
     base_url = base_url.rstrip("/")
     out: list[CellResult] = []
+    box = box if box is not None else Watch(busy_load=float(getattr(workload, "busy_load", 0.5)))
+    policy = str(getattr(workload, "busy_box", "mark"))
     with progress_bar(progress) as bar:
         # a frozen server must not hold every cell for more than a request's own timeout
         admin_timeout = min(30.0, workload.request_timeout_s)
@@ -283,12 +297,17 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                     bar.advance(task)
 
                 runs: list[CellResult] = []
+                if policy != "mark":  # wait for a busy box to settle (refuse: Busy ends the matrix here)
+                    await asyncio.to_thread(settle, box, policy, float(getattr(workload, "busy_wait_s", 0.0)),
+                                            say=_say,
+                                            what=f"{kind} {point.label}")
                 try:
                     for _ in range(repeats):
                         runs.append(await run_cell(base_url, workload, model_name, point, prompts,
                                                    api_key=api_key, on_done=done, request_extras=request_extras,
                                                    endpoint=endpoint, continuous_usage=continuous_usage, slo=slo,
-                                                   flush=start_cold if flush else None, counters=counters))
+                                                   flush=start_cold if flush else None, counters=counters,
+                                                   box=box))
                 except (KeyboardInterrupt, asyncio.CancelledError):
                     # Ctrl-C / SIGTERM between repeats: the repeats that finished are a measurement,
                     # kept as the cell (repeats says how many), as a server that died would have left them
@@ -308,6 +327,10 @@ async def arun_matrix(base_url: str, workload: "Workload", model_name: str, *,
                 if on_cell is not None:
                     on_cell(cell)
     return out
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _pooled(point: Any, runs: list[CellResult], slo: "Slo | None") -> CellResult:
@@ -337,7 +360,8 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
                vocab_size: int | None = None, slo: "Slo | None" = None, plan: Plan | None = None,
                on_cell: Callable[[CellResult], None] | None = None,
                counters: "CounterProbe | None" = None,
-               cache_kept: bool = True, flush_path: str | None = "/flush_cache") -> list[CellResult]:
+               cache_kept: bool = True, flush_path: str | None = "/flush_cache",
+               box: "Watch | None" = None) -> list[CellResult]:
     """Run every cell of ``plan`` (default: the workload's context x concurrency matrix) against
     ``base_url``; cells are judged against ``slo`` (:mod:`sweep.stats.slo`) when it is given.
 
@@ -350,11 +374,13 @@ def run_matrix(base_url: str, workload: "Workload", model_name: str, *,
     cell that ends up in the returned list, before the next one starts: the trial
     writes its result file there, so an interrupted matrix keeps every finished
     cell. Whatever it raises stops the matrix and propagates (the trial's pruner
-    uses this: sweep/trial/hooks.py).
+    uses this: sweep/trial/hooks.py). ``box`` measures the box's state over each cell's window
+    (``cell.box_state``); under ``workload.busy_box`` wait or refuse each cell waits for a busy box
+    to settle first, and refuse raises :class:`sweep.bench.boxstate.Busy` (sweep/bench/boxstate.py).
     """
     coro_args: dict[str, Any] = dict(api_key=api_key, progress=progress, flush=flush,
                                      request_extras=request_extras, endpoint=endpoint, tokenize=tokenize,
                                      continuous_usage=continuous_usage, vocab_size=vocab_size,
                                      slo=slo, plan=plan, on_cell=on_cell, counters=counters,
-                                     cache_kept=cache_kept, flush_path=flush_path)
+                                     cache_kept=cache_kept, flush_path=flush_path, box=box)
     return run_sync(lambda: arun_matrix(base_url, workload, model_name, **coro_args))

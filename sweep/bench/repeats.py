@@ -38,11 +38,13 @@ def combine(runs: Sequence["CellResult"], pooled: "CellResult") -> "CellResult":
         raise ValueError("no repeat to combine")
     if len(runs) == 1:
         return replace(runs[0], repeats=1)
+    from sweep.bench.boxstate import combine as combine_states
+
     loads = [r.load_avg for r in runs if r.load_avg is not None]
     out = replace(pooled, repeats=len(runs), cache=runs[0].cache, load_avg=max(loads) if loads else None,
                   prompt_sizing=runs[0].prompt_sizing,
                   client_cpu_s=sum(c.client_cpu_s for c in runs), concurrency_capped=runs[0].concurrency_capped,
-                  load_search=runs[0].load_search,
+                  load_search=runs[0].load_search, box_state=combine_states([c.box_state for c in runs]),
                   output_tok_s_runs=[round(c.output_tok_s, 4) for c in runs])
     for name in MEANS:
         values = [getattr(c, name) for c in runs if getattr(c, name) is not None]

@@ -153,6 +153,10 @@ class Workload:
     endpoint: str | None = None              # completions | chat; None: the server's (server.endpoint)
     # only these (context, concurrency) cells of the matrix run (None: all; sweep/decide.py)
     cells: tuple[tuple[int, int], ...] | None = None
+    # a busy box (sweep/bench/boxstate.py): mark | wait (up to busy_wait_s, then mark) | refuse (after waiting)
+    busy_box: str = "mark"
+    busy_wait_s: float = 0.0
+    busy_load: float = 0.5                   # cores' worth of other work on the engine's cores that is busy
 
     def requests_for(self, concurrency: int) -> int:
         if self.requests_per_cell is not None:
@@ -309,6 +313,8 @@ def _workload(node: Mapping[str, Any], model_ctx: int, endpoint: str = "completi
         repeats=_v(node, p, "repeats", 1), max_load=_bench_checks.max_load(node, contexts),
         identity=_identity(node, contexts, model_ctx), endpoint=own,
         cells=_cells(node, contexts, conc),
+        busy_box=str(_v(node, p, "busy_box", "mark")), busy_wait_s=float(_v(node, p, "busy_wait_s", 0.0)),
+        busy_load=float(_v(node, p, "busy_load", 0.5)),
     )
 
 

@@ -366,6 +366,10 @@ RULES: dict[str, Rule] = {
     "workload.dataset_path": _file("jsonl"),
     "workload.seed": _int(0, MAX_SEED, "seed"),
     "workload.repeats": _int(1, 100, "measurements per cell"),
+    # the box's state around each measurement (sweep/bench/boxstate.py): what a busy box gets
+    "workload.busy_box": _enum("mark", "wait", "refuse"),
+    "workload.busy_wait_s": _num(0, MAX_SECONDS, "seconds to wait for a busy box to settle"),
+    "workload.busy_load": _num(0.01, 4096, "cores' worth of other work on the engine's cores that is busy"),
     "workload.max_load": MAPPING,
     "workload.max_load.enabled": BOOL,
     "workload.max_load.over": _enum(*LOAD_SEARCH_OVER),

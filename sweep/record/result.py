@@ -76,6 +76,39 @@ class ServerInfo(Record):
 
 
 @dataclass(kw_only=True)
+class BoxState(Record):
+    """What the measuring box was doing around a measurement (sweep/bench/boxstate.py)."""
+
+    busy: bool | None = field(default=None, metadata={
+        "doc": "other work reached workload.busy_load cores of the engine's, or a GPU had another process "
+               "or was held down by heat or power (why says which); null: nothing could be read"})
+    why: list[str] = field(default_factory=list, metadata={"doc": "what was busy, in words"})
+    window_s: float | None = field(default=None, metadata={"doc": "seconds the state was measured over"})
+    cpus: int | None = None
+    cores: list[int] | None = field(default=None, metadata={"doc": "the engine's cores (its CPU affinity)"})
+    others_cpu: float | None = field(default=None, metadata={
+        "doc": "cores' worth of CPU the engine's cores gave processes outside this run's own tree "
+               "(/proc/stat per CPU minus our tree's /proc/<pid>/stat), steal included"})
+    own_cpu: float | None = field(default=None, metadata={"doc": "cores' worth this run's own tree used"})
+    load_avg: float | None = field(default=None, metadata={"doc": "1-minute load average at the end"})
+    own_runnable: int | None = field(default=None, metadata={
+        "doc": "runnable (R or D) threads of this run's own tree at the end"})
+    load_beyond_own: float | None = field(default=None, metadata={
+        "doc": "load_avg minus the larger of own_runnable and own_cpu (recorded, not judged: it lags)"})
+    steal: float | None = field(default=None, metadata={"doc": "stolen / all ticks of the engine's cores"})
+    cpu_mhz: float | None = None
+    cpu_mhz_max: float | None = None
+    busy_procs: list[dict[str, Any]] = field(default_factory=list, metadata={
+        "doc": "other processes that used the engine's cores: pid, name, cpu (cores), the busiest first"})
+    gpus: list[dict[str, Any]] | None = field(default=None, metadata={
+        "doc": "per GPU (nvidia-smi): index, name, sm_mhz, mem_mhz and their maxima, temp_c, util_pct, throttle"})
+    gpu_others: list[dict[str, Any]] | None = field(default=None, metadata={
+        "doc": "processes on the GPUs that are not this run's: gpu, pid, name, memory_mib"})
+    policy: str | None = field(default=None, metadata={"doc": "workload.busy_box of a check before a trial or cell"})
+    waited_s: float | None = field(default=None, metadata={"doc": "seconds the policy waited for the box to settle"})
+
+
+@dataclass(kw_only=True)
 class Cell(Record):
     """One context x concurrency point of the throughput matrix."""
 
@@ -160,6 +193,9 @@ class Cell(Record):
     load_avg: float | None = field(default=None, metadata={
         "doc": "the measuring machine's 1-minute load average when the cell ended (the largest over its "
                "repeats): how quiet the box was"})
+    box_state: BoxState | None = field(default=None, metadata={
+        "doc": "what the box was doing over the cell's measured window (sweep/bench/boxstate.py); over "
+               "repeats the worst; busy cells are a block of their own (boxstate.state_key)"})
 
 
 @dataclass(kw_only=True)
@@ -365,6 +401,9 @@ class TrialResult(Record):
         "doc": "the twin's prediction for this config (Optuna sweeper's pre-screen), vs measured"})
     max_load: MaxLoad | None = field(default=None, metadata={
         "doc": "the max-load search's answer (workload.max_load.enabled; docs/deployment.md)"})
+    box_state: BoxState | None = field(default=None, metadata={
+        "doc": "the box's state before the trial, as the policy found it (workload.busy_box: its "
+               "policy and how long it waited)"})
     mlflow: MlflowInfo = field(default_factory=MlflowInfo)
 
     def __post_init__(self) -> None:

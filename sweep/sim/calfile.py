@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
 from sweep.sim import constants as K
 from sweep.sim.fit import Fit
-from sweep.sim.measured import Loaded
+from sweep.sim.measured import Loaded, Point
 
 
 def profiles_for(box: str, seen: set[str]) -> list[str]:
@@ -33,6 +33,38 @@ def profiles_for(box: str, seen: set[str]) -> list[str]:
     except (ImportError, OSError, yaml.YAMLError):
         pass
     return sorted(names)
+
+
+def box_state(points: Sequence[Point]) -> dict[str, Any]:
+    """The state of the box while the fitted points were measured (sweep/bench/boxstate.py): the
+    median and range of their 1-minute load averages (a point: the median over its rounds), the
+    share of points whose load exceeded the box's cores (tasks queued for a core: the only sign
+    files recorded before the box state have), and where cells recorded it, the share measured on a
+    busy box and the median other work in cores. ``python -m sweep.sim.predict`` compares it with
+    the box it is asked about (sweep/sim/boxcheck.py). Empty when no point says anything."""
+    import statistics
+
+    tok = [p for p in points if p.kind == "output_tok_s"] or list(points)
+    loads = [statistics.median(p.load_avg) for p in tok if p.load_avg]
+    cpus = next((p.cpus for p in tok if p.cpus), None)
+    recorded = [p for p in tok if p.busy is not None]
+    others = [p.others_cpu for p in recorded if p.others_cpu is not None]
+    out: dict[str, Any] = {}
+    if not loads and not recorded:  # the cores alone say nothing about what else ran
+        return {}
+    if loads:
+        out.update(load_avg_median=round(statistics.median(loads), 2),
+                   load_avg_range=[round(min(loads), 2), round(max(loads), 2)])
+    if cpus:
+        out["cpus"] = int(cpus)
+        if loads:
+            out["overloaded_share"] = round(sum(v > cpus for v in loads) / len(loads), 3)
+    if recorded:
+        out["recorded"] = len(recorded)
+        out["busy_share"] = round(sum(bool(p.busy) for p in recorded) / len(recorded), 3)
+        if others:
+            out["others_cpu_median"] = round(statistics.median(others), 2)
+    return {"points": len(tok), **out} if out else {}
 
 
 def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
@@ -56,6 +88,9 @@ def document(box: str, result: Fit, loaded: Loaded) -> dict[str, Any]:
         # what the efficiencies below are fractions of: a prediction with this file on a box whose
         # hardware.perf.figures is 'calibration' (a CPU box: measured, not a spec sheet) runs on these
         **({"figures": figures} if figures else {}),
+        # what the box was doing while its points were measured: a twin fitted on a busy box answers
+        # for a busy box (python -m sweep.sim.predict says when it is asked about another state)
+        **({"box_state": state} if (state := box_state([p for p, _ in points])) else {}),
         "constants": {result.params[i].name: cal.values[result.params[i].name] for i in idx},
         "status": {result.params[i].name: result.status(i) for i in idx},
         "uncertainty": {

@@ -154,6 +154,8 @@ class Calibration:
     # measured (a landscape's rounds), and the model's own error beyond the noise of the fitted points
     noise_by_kind: tuple[tuple[str, float], ...] = ()
     model_by_kind: tuple[tuple[str, float], ...] = ()
+    # the box's state while the points were measured (sweep/sim/calfile.py box_state; {}: not said)
+    box_state: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def residual(self, kind: str | None = None) -> float:
         """The residual scatter of this kind of point (the overall one when not fitted per kind)."""
@@ -188,7 +190,8 @@ class Calibration:
                            residual_sd=self.residual_sd, points=self.points,
                            key=(tag or "custom", tuple(sorted(values.items()))), kind=self.kind,
                            residual_by_kind=self.residual_by_kind, figures=self.figures,
-                           noise_by_kind=self.noise_by_kind, model_by_kind=self.model_by_kind)
+                           noise_by_kind=self.noise_by_kind, model_by_kind=self.model_by_kind,
+                           box_state=self.box_state)
 
     def for_workload(self, workload: str | None) -> dict[str, float]:
         """Its constants as a prediction for ``workload`` reads them (see :func:`for_workload`)."""
@@ -343,7 +346,27 @@ def load(path: Path, hardware: Mapping[str, Any] | None = None) -> Calibration:
                        figures=tuple(sorted((str(k), v) for k, v in (doc.get("figures") or {}).items()
                                             if k in FIGURES)),
                        noise_by_kind=_by_kind(unc.get("noise_sd_log_by_kind")),
-                       model_by_kind=_by_kind(unc.get("model_sd_log_by_kind")))
+                       model_by_kind=_by_kind(unc.get("model_sd_log_by_kind")),
+                       box_state=_box_state(path, doc.get("box_state")))
+
+
+def _box_state(path: Path, block: Any) -> dict[str, Any]:
+    """A calibration's ``box_state`` block (calfile.box_state): numbers finite and >= 0, shares in
+    [0, 1]; anything else is a calibration that cannot be used (one line naming it)."""
+    if block is None:
+        return {}
+    if not isinstance(block, Mapping):
+        raise CalibrationError(KEY, f"{path}: box_state is not a mapping")
+    out: dict[str, Any] = {}
+    for name, value in block.items():
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
+                    or (str(name).endswith("_share") and v > 1):
+                raise CalibrationError(KEY, f"{path}: box_state.{name} = {value!r} is not a "
+                                       f"{'share in [0, 1]' if str(name).endswith('_share') else 'number >= 0'}")
+        out[str(name)] = value
+    return out
 
 
 def _by_kind(table: Any) -> tuple[tuple[str, float], ...]:

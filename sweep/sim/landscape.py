@@ -316,6 +316,11 @@ def merge_runs(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         values = [int(c[name]) for c in cells if isinstance(c.get(name), (int, float))]
         if values:
             out[name] = sum(values)
+    if any(isinstance(c.get("box_state"), Mapping) for c in cells):  # busy when any round was
+        from sweep.bench.boxstate import combine
+
+        out["box_state"] = combine([c.get("box_state") if isinstance(c.get("box_state"), Mapping) else None
+                                    for c in cells])
     return out
 
 

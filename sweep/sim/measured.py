@@ -48,6 +48,12 @@ class Point:
     # the composed config (hardware, model, spec, server, workload: this cell) sweep.sim.predict takes
     # for this figure: the fidelity figures and the tests predict it the way a user does
     composed: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the box's state while it was measured (sweep/bench/boxstate.py): the 1-minute load average per
+    # round, busy by the recorded state (None: not recorded), other work in cores, the box's cores
+    load_avg: tuple[float, ...] = ()
+    busy: bool | None = None
+    others_cpu: float | None = None
+    cpus: int | None = None
 
 
 @dataclass
@@ -187,6 +193,16 @@ def cell_config(cfg: Mapping[str, Any], workload: Mapping[str, Any], *, context:
     return {**{k: cfg.get(k) for k in ("hardware", "model", "spec", "server")}, "workload": wl}
 
 
+def state_of(cell: Mapping[str, Any], loads: tuple[float, ...], cpus: Any = None) -> dict[str, Any]:
+    """A point's box state from its cell (``box_state``, recorded since issue 41) and load averages."""
+    raw = cell.get("box_state")
+    state: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    others, busy, n = state.get("others_cpu"), state.get("busy"), state.get("cpus") or cpus
+    return {"load_avg": tuple(float(v) for v in loads), "busy": busy if isinstance(busy, bool) else None,
+            "others_cpu": float(others) if isinstance(others, (int, float)) else None,
+            "cpus": int(n) if isinstance(n, (int, float)) and n > 0 else None}
+
+
 def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
     cfg = doc.get("config") or {}
     workload = cfg.get("workload") or {}
@@ -205,6 +221,7 @@ def _points(doc: Mapping[str, Any], name: str) -> list[Point]:
                                  "requests": int(cell.get("requests") or conc)}
         composed = cell_config(cfg, workload, context=ctx, concurrency=conc, max_tokens=max_tokens,
                                requests=where["requests"])
+        where.update(state_of(cell, (cell["load_avg"],) if isinstance(cell.get("load_avg"), (int, float)) else ()))
         if cell.get("output_tok_s"):
             out.append(Point(label=f"{head} ctx{ctx} C{conc} {max_tokens}tok tok/s", kind="output_tok_s",
                              measured=float(cell["output_tok_s"]), composed=composed, **where, **common))
@@ -286,7 +303,8 @@ def landscape_points(path: Path) -> list[Point]:
             "hardware": got["hardware"], "model": got["model"], "spec": spec, "box": box,
             "eager": got["eager"], "file": path.name, "source": f"{path.name}: {land.doc.get('command') or ''}",
             "context": ctx, "concurrency": conc, "max_tokens": max_tokens, "requests": requests,
-            "workload": wname, "max_running": got["max_running"], "config": cid, "composed": composed}
+            "workload": wname, "max_running": got["max_running"], "config": cid, "composed": composed,
+            **state_of(pt, _round_values(land, pt, "load_avg"), (land.doc.get("machine") or {}).get("cores"))}
         if pt.get("output_tok_s"):
             runs = tuple(float(v) for v in pt.get("output_tok_s_runs") or ())
             out.append(Point(label=f"{head} ctx{ctx} C{conc} tok/s", kind="output_tok_s",

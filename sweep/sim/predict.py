@@ -137,6 +137,25 @@ def _use_config_dir(path: str) -> None:
     config_source.use(source)
 
 
+def _box_state(raw: Mapping[str, Any], calibration: Any, pred: dict[str, Any]) -> str | None:
+    """Widen the bands, or refuse (``errors.Failed``), when the box asked about is in another state
+    than the calibration's measurements were (sweep/sim/boxcheck.py); the one line that says so."""
+    from sweep.sim import boxcheck, constants
+    from sweep.sim.measured import inputs
+
+    if pred.get("failure"):
+        return None
+    hardware = inputs(raw)["hardware"]
+    verdict = boxcheck.judge(constants.resolve(hardware, calibration), hardware)
+    if verdict is None:
+        return None
+    if verdict.action == "refuse":
+        raise errors.Failed(verdict.line)
+    boxcheck.widen(pred, verdict.sd)
+    pred["box_state_note"] = verdict.line
+    return verdict.line
+
+
 @errors.command("sweep.sim.predict")
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -213,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      f"to that, not {budget}")
         config = with_profile(trial.raw, profile, model)
     pred = predict(config, calibration=calibration, band=True)
+    state_line = _box_state(trial.raw, calibration, pred)  # a box in another state than the fitted one
     if trial.workload.coding != "off":
         pred["coding"] = predict_coding(trial, calibration=calibration)
     if want_breakdown and not pred["failure"]:
@@ -226,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"topk={t['spec'].get('topk')} window={t['spec'].get('window')}, workload {t['workload']['name']} "
                  f"({t['workload']['max_tokens']} tokens out) -- simulated, not measured")
         print(_table(pred, title))
+        if state_line:
+            print(state_line)
         if profile is not None:
             print(f"accept length carried over from the per-position acceptance measured at budget {profile.budget} "
                   f"({opts['--acceptance']}; {model})")

@@ -110,19 +110,30 @@ def _benchmark(cfg: TrialConfig, launcher: Any, handle: Any, doc: TrialResult, p
             doc.max_load = MaxLoad.from_dict(plan.summary())
         _finish_metrics(cfg, doc)
         doc.write(path)
+        if wl.busy_box == "refuse" and cell.box_state is not None and cell.box_state.busy:
+            from sweep.bench.boxstate import Busy, describe
+
+            raise Busy(f"refused: the box got busy during cell ctx {cell.context} x conc {cell.concurrency} "
+                       f"(workload.busy_box=refuse): {describe(cell.box_state.to_dict())}",
+                       cell.box_state.to_dict())
         hooks.after_cell(doc, cell)
 
     slo = cfg.objective.slo if cfg.objective.slo.active else None
     plan = _load_plan(cfg, doc)
     probe = _counter_probe(cfg, readers, base_url)
+    from sweep.bench import boxstate
+
+    box = boxstate.Watch(busy_load=wl.busy_load, engine_pid=getattr(handle, "pid", None) or None)
     try:
         if plan is not False:
             run_matrix(base_url, wl, model_name, api_key=key, on_cell=on_cell, slo=slo, plan=plan or None,
-                       counters=probe,
+                       counters=probe, box=box,
                        **server_options(cfg))
     except hooks.StopTrial as stop:
         doc.status = "pruned"
         doc.failure = Failure(reason="pruned", message=stop.reason)
+    except boxstate.Busy as busy:  # workload.busy_box=refuse: the cells measured so far are kept, marked
+        _refused(doc, busy)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the answer the probes established is kept, as a crash keeps it
         if plan:
             doc.max_load = MaxLoad.from_dict({**plan.summary(), "stopped": plan.search.stopped or "interrupted"})
@@ -330,7 +341,11 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         launcher = launchers.get_launcher(cfg.launcher)
         t0 = time.monotonic()
         try:
+            _box_gate(cfg, doc, path)  # workload.busy_box: before any server is touched
+            t0 = time.monotonic()
             cfg, launch, handle = _start(cfg, launch, launcher, ctx, ports, doc)
+        except _Refused:
+            pass
         except LaunchFailure as failure:
             _fail(doc, failure.reason, failure.message, launch.redact(failure.log_tail))
             doc.server = ServerInfo(reused=False, startup_s=time.monotonic() - t0, info={},
@@ -381,6 +396,42 @@ def run_trial(cfg: TrialConfig, launch: Launch, hydra_cfg: Any = None, *,
         raise interrupted
     _summary(doc)
     return trial_return(doc, cfg.objective, str(path))
+
+
+class _Refused(Exception):
+    """The box was busy before the trial and workload.busy_box is refuse (the result says so)."""
+
+
+def _refused(doc: TrialResult, busy: Any) -> None:
+    """A trial the policy refused: failed ``busy_box`` with the one line; the line on stderr too."""
+    from sweep.bench.boxstate import REASON
+
+    _fail(doc, REASON, busy.line)
+    log.warning("%s", busy.line)
+
+
+def _box_gate(cfg: TrialConfig, doc: TrialResult, path: Path) -> None:
+    """The box's state before the trial by ``workload.busy_box`` (sweep/bench/boxstate.py): recorded
+    in ``result.box_state``; a busy box waited for (wait, refuse) and refused (refuse: :class:`_Refused`)."""
+    import os
+
+    from sweep.bench import boxstate
+    from sweep.record.result import BoxState
+
+    wl = cfg.workload
+    watch = boxstate.Watch(busy_load=wl.busy_load, roots=(os.getpid(),))
+    try:
+        state = boxstate.settle(watch, wl.busy_box, wl.busy_wait_s, say=lambda line: log.warning("%s", line),
+                                window_s=boxstate.SETTLE_WINDOW_S if wl.busy_box != "mark" else 0.5)
+    except boxstate.Busy as busy:
+        doc.box_state = BoxState.from_dict(busy.state)
+        _refused(doc, busy)
+        doc.write(path)
+        raise _Refused() from None
+    doc.box_state = BoxState.from_dict(state)
+    if state.get("busy"):
+        log.warning("box busy before the trial (workload.busy_box=%s): %s; its cells are marked",
+                    wl.busy_box, boxstate.describe(state))
 
 
 PORT_RETRIES = 2  # a chosen port taken before the server bound it: the next free one, this often
