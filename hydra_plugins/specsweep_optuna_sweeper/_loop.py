@@ -423,7 +423,7 @@ class SearchLoop:
         """The sampler proposed a config with a known result: tell it again, run nothing."""
         trial.set_user_attr("duplicate_of", known.number)
         for k in ("status", "failure_reason", "result_path", "feasible", "values", "fingerprint",
-                  "quirk", "workaround", "objective_ci", "config_id"):
+                  "quirk", "workaround", "objective_ci", "objective_n", "config_id"):
             if k in known.user_attrs:
                 trial.set_user_attr(k, known.user_attrs[k])
         if known.state == TrialState.COMPLETE:

@@ -158,8 +158,11 @@ def ties(study: optuna.Study, best: FrozenTrial, spread: float | None = None) ->
             cands.append(Candidate(key, sum(values) / len(values), ci, n=len(values)))
             continue
         own = copies[0].user_attrs.get("objective_ci")
-        cands.append(Candidate(key, values[0],
-                               (float(own[0]), float(own[1])) if isinstance(own, list) and len(own) == 2 else None))
+        n = copies[0].user_attrs.get("objective_n")
+        # an interval over repeats; a study recorded before objective_n: the docs' workload.repeats=3
+        n = int(n) if isinstance(n, int) and n >= 2 else 3
+        ci = (float(own[0]), float(own[1])) if isinstance(own, list) and len(own) == 2 else None
+        cands.append(Candidate(key, values[0], ci, n=n if ci is not None else 1))
     found = tied_within_noise(cands, study.directions[0].name.lower(), spread=spread)
     if found is None:
         return None

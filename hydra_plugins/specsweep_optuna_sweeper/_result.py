@@ -27,7 +27,7 @@ from ._sampler import CRASHED
 # No information, the config queued again, not counted (preempted: a cluster job lost, _jobs)
 INTERRUPTED = ("interrupted", "stale", "preempted")
 _ATTR_KEYS = ("status", "failure_reason", "result_path", "mlflow_run_id", "fingerprint", "feasible",
-              "objective_ci", "config_id")
+              "objective_ci", "objective_n", "config_id")
 
 
 @dataclass

@@ -133,21 +133,26 @@ class Group:
 
     @property
     def best(self) -> Row | None:
-        """The leader when it beats every runner-up beyond noise (a decided verdict), else None:
-        nothing is called best over a config it does not separate from."""
+        """The config the verdict picks (sweep/score/campaign.py): the leader when it beats every other
+        beyond noise, the cheapest config within the practical margin of the best when that is the
+        decision (equivalent); None while the verdict is open: nothing is called best over a config
+        it is not told apart from."""
         leader = self.leader
         if leader is None:
             return None
         if sum(1 for r in self.rows if r.feasible) == 1:
             return leader
-        return leader if self.ties is not None and self.ties.decided else None
+        if self.ties is None or not self.ties.decided:
+            return None
+        return self.ties.chosen.key
 
     @property
     def verdict(self) -> str:
-        """``decided`` | ``tied`` | ``unknown`` (measured once, no spread) | ``none`` (nothing feasible)."""
+        """``decided`` | ``equivalent`` | ``open`` | ``unknown`` (measured once, no spread) | ``none``
+        (nothing feasible)."""
         if self.leader is None:
             return "none"
-        if self.best is not None:
+        if sum(1 for r in self.rows if r.feasible) == 1:
             return "decided"
         return self.ties.state if self.ties is not None else "unknown"
 
@@ -259,15 +264,20 @@ def _speedups(group: Group) -> None:
 
 
 def _ties(group: Group) -> None:
-    """Mark the feasible rows whose objective's 95% interval overlaps the leader's (configs measured
-    once: the interval the box's spread gives them, where it is known)."""
-    cands = [Candidate(r, float(r.objective_value),
-                     objective_interval(r.doc, r.objective, r.objective_value), n=_measurements(r))
-             for r in group.rows if r.feasible and r.objective_value is not None]
+    """The group's verdict on its objective from the campaign model (sweep/score/noise.py adapts the
+    rows' summaries: the noise pooled over their repeats, the box's spread a prior where nothing was
+    measured twice); runners-up still in contention are marked."""
+    from sweep.score.verdicts import cost_of, margin_of
+
+    feasible = [r for r in group.rows if r.feasible and r.objective_value is not None]
+    cands = [Candidate(r, float(r.objective_value or 0.0),
+                       objective_interval(r.doc, r.objective, r.objective_value), n=_measurements(r))
+             for r in feasible]
     spread = spread_of(group.rows[0].doc) if group.rows else None
-    group.ties = tied_within_noise(cands, spread=spread)
+    group.ties = tied_within_noise(cands, spread=spread, cost=lambda r: cost_of(r.doc),
+                                   margin=margin_of(feasible[0].doc) if feasible else None)
     if group.ties is not None and group.ties.best.key is not group.leader:
-        group.ties = None  # equal values ranked by name: the tie rule and the rank disagree on who leads
+        group.ties = None  # equal values ranked by name: the verdict and the rank disagree on who leads
     for c in group.ties.tied if group.ties is not None else []:
         c.key.tied_with_best = True
 

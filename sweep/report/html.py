@@ -103,7 +103,7 @@ def _table(g: Group) -> str:
         lat = {k: " / ".join(_f(rec[f"{k}_ms_p{q}"], 0 if k == "ttft" else 1) for q in (50, 99))
                for k in ("ttft", "tpot")}
         mark = "★ " if r is best else "≈ " if r.tied_with_best or (best is None and r is g.leader
-                                                                     and g.verdict == "tied") else ""
+                                                                     and g.verdict == "open") else ""
         peak_nd = 0 if (rec["tok_s_peak"] or 0) >= 100 else 1  # 0.5 tok/s is not "0"
         rows.append(f'<tr class="{cls}">{_td(mark + str(r.rank or ""))}'
                     f'<td class="name">{escape(r.name)}'

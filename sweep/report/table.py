@@ -43,7 +43,7 @@ def render_group(group: Group, title: str | None = None) -> Any:
     from rich.table import Table
 
     best, leader = group.best, group.leader
-    undecided = best is None and leader is not None and group.verdict == "tied"
+    undecided = best is None and leader is not None and group.verdict == "open"
     table = Table(title=title or group.label, title_justify="left", caption_justify="left")
     table.add_column("#", no_wrap=True, justify="right")
     table.add_column("trial", no_wrap=True)

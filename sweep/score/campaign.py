@@ -382,7 +382,11 @@ class Campaign(Generic[K, L]):
         if df >= MIN_POOLED_DF and ssr > 0:
             return Noise(math.sqrt(ssr / df), float(df), "pooled", pooled, blocks)
         if self.prior is not None:
-            return Noise(math.log1p(self.prior), math.inf, "prior", 0, blocks)
+            prior = math.log1p(self.prior)
+            if df >= 1 and ssr > 0 and math.sqrt(ssr / df) > prior:
+                # too few repeats to pool on, but what they show is more than the prior: theirs judges
+                return Noise(math.sqrt(ssr / df), float(df), "pooled", pooled, blocks)
+            return Noise(prior, math.inf, "prior", 0, blocks)
         if df >= 1 and ssr > 0:
             return Noise(math.sqrt(ssr / df), float(df), "pooled", pooled, blocks)
         return Noise(None, 0.0, "unknown", 0, blocks)

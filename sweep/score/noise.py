@@ -133,17 +133,22 @@ def judged_half(own: float, n: int, floor: float) -> float:
 
 @dataclass(frozen=True)
 class Ties(Generic[K]):
-    """A verdict: the leader, the runners-up it does not beat beyond noise, and on what noise.
+    """A verdict: the leader, the runners-up it is not told apart from, the pick, and on what noise.
 
-    ``state``: ``decided`` (no runner-up's interval overlaps the leader's: it is the best),
-    ``tied`` (some do: undecided between them), ``unknown`` (the leader has no interval and the box
-    no spread: measured once, nothing can be called best)."""
+    ``state`` (the campaign model's, :mod:`sweep.score.campaign`): ``decided`` (the leader beats
+    every other beyond noise), ``equivalent`` (the pick -- the cheapest config -- is within the
+    practical margin of the best at 95%), ``open`` (none is: the pick has the smallest regret
+    bound), ``unknown`` (measured once, the box's spread unknown: nothing can be called best)."""
 
     best: Candidate[K]
-    tied: list[Candidate[K]] = field(default_factory=list)  # runners-up, best first
+    tied: list[Candidate[K]] = field(default_factory=list)  # runners-up still in contention, best first
     noise_known: bool = True  # False: the leader was measured once and the box's spread is unknown
     basis: str = "95% intervals"  # what the intervals come from
     others: int = 0  # candidates besides the leader
+    verdict: str | None = None  # the campaign model's state (None: from the fields, as older callers made it)
+    pick: Candidate[K] | None = None  # what to run (decided/equivalent: the decision; open: smallest regret)
+    regret: float | None = None  # the most the pick may be below the true best (a fraction, 95%)
+    margin: float = 0.02
 
     @property
     def leader(self) -> Candidate[K]:
@@ -151,16 +156,23 @@ class Ties(Generic[K]):
 
     @property
     def state(self) -> str:
+        if self.verdict is not None:
+            return self.verdict if self.others else "decided"
         if not self.noise_known and self.others:
             return "unknown"
-        return "tied" if self.tied else "decided"
+        return "open" if self.tied else "decided"
 
     @property
     def decided(self) -> bool:
-        return self.state == "decided"
+        return self.state in ("decided", "equivalent")
+
+    @property
+    def chosen(self) -> Candidate[K]:
+        """The config to run: the pick where there is one, else the leader."""
+        return self.pick if self.pick is not None else self.best
 
     def line(self, name: Any = str, unit: str = "") -> str:
-        """``clear winner ...`` / ``undecided: tied within noise with 3, 9 ...`` / the unknown-noise note."""
+        """``clear winner ...`` / ``equivalent: ...`` / ``open: ...`` / the unknown-noise note."""
         if not self.others:
             return "the only feasible config of its group" + (
                 "" if self.noise_known else " (measured once: noise unknown)")
@@ -168,41 +180,66 @@ class Ties(Generic[K]):
             return ("measured once: noise unknown, so no config is called best "
                     "(workload.repeats=3 or the same command again gives intervals; hardware.spread "
                     "judges single measurements)")
-        if not self.tied:
-            return f"clear winner: no other config's interval overlaps it ({self.basis})"
-        return "undecided: tied within noise with " + ", ".join(
-            f"{name(c.key)} ({c.value:,.1f}{unit})" for c in self.tied) + f" ({self.basis})"
+        bound = "" if self.regret is None else (
+            "the best at 95%" if self.regret <= 0.0005 else f"at most {self.regret:.1%} below the best")
+        if self.state == "decided":
+            return f"clear winner: it beats every other config beyond noise ({self.basis})"
+        if self.state == "equivalent":
+            return (f"{name(self.chosen.key)}: {bound}, within the {self.margin:.0%} margin -- the cheapest such "
+                    f"config ({self.basis})")
+        return "open: not told apart from " + ", ".join(
+            f"{name(c.key)} ({c.value:,.1f}{unit})" for c in self.tied) + (
+            f"; pick {name(self.chosen.key)}: {bound}" if bound else "") + f" ({self.basis})"
 
 
-def _basis(cands: Sequence[Candidate[K]], spread: float | None) -> str:
-    own = [c for c in cands if c.ci is not None]
-    if own and len(own) == len(cands):
-        n = sorted({c.n for c in own})
-        counts = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
-        return f"95% intervals over {counts} measurements"
-    if spread is not None and own:
-        return (f"95% intervals over the measurements, at least the box's spread ({spread:.1%} per "
-                "measurement)")
+def _basis(cands: Sequence[Candidate[K]], spread: float | None, pooled: Any = None) -> str:
+    if pooled is not None and pooled.sigma is not None and pooled.source == "pooled":
+        return (f"noise {pooled.sigma:.1%} per measurement pooled over the configs' repeats "
+                f"({pooled.df:g} degrees of freedom)")
     if spread is not None:
-        return (f"95% intervals; configs measured once judged with the box's spread "
-                f"({spread:.1%} per measurement)")
+        return f"the box's spread, {spread:.1%} per measurement (a prior: nothing was measured twice)"
     return "95% intervals"
 
 
-def tied_within_noise(candidates: Sequence[Candidate[K]], direction: str = "maximize",
-                      spread: float | None = None) -> Ties[K] | None:
-    """The leader and the runners-up whose 95% intervals overlap its own (None: no candidate).
+def _pseudo(c: Candidate[K]) -> list[float]:
+    """Values with the candidate's mean and the spread its interval says (all the model reads)."""
+    if c.ci is None or not c.value > 0:
+        return [float(c.value)]
+    from sweep.stats import t975 as _t
 
-    A candidate measured once has the interval the box's ``spread`` gives it (:func:`with_spread`),
-    else none: then only an equal value ties with it, and a leader without an interval is no
-    verdict (``state == "unknown"``)."""
-    raw = [c for c in candidates if c.value is not None and math.isfinite(c.value)]
+    n = c.n if c.n >= 2 else 3  # an interval whose count was not kept: the docs' workload.repeats=3
+    sd = (c.ci[1] - c.ci[0]) / 2.0 / _t(n - 1) * math.sqrt(n)
+    z = [i - (n - 1) / 2 for i in range(n)]
+    scale = math.sqrt(sum(x * x for x in z) / (n - 1))
+    values = [c.value + sd * x / scale for x in z]
+    return values if min(values) > 0 else [float(c.value)]
+
+
+def tied_within_noise(candidates: Sequence[Candidate[K]], direction: str = "maximize",
+                      spread: float | None = None, cost: Any = None, margin: float | None = None) -> Ties[K] | None:
+    """The campaign model's verdict over configs known by their summaries (value, 95% interval over n
+    measurements): the noise pooled over every candidate's repeats (the box's ``spread`` a prior where
+    nothing was measured twice), Hsu's comparisons with the best, the practical margin, the pick
+    (``cost``: key -> order, cheaper first) and its regret bound. None: no candidate."""
+    from sweep.score.campaign import MARGIN, Campaign, Obs
+
+    raw = [c for c in candidates if c.value is not None and math.isfinite(c.value) and c.value > 0]
     if not raw:
         return None
+    idx = {i: c for i, c in enumerate(raw)}
+    obs = [Obs(i, "objective", "all", v) for i, c in idx.items() for v in _pseudo(c)]
+    costs = {i: (cost(c.key) if cost is not None else None) for i, c in idx.items()}
+    camp = Campaign(obs, prior=spread, margin=MARGIN if margin is None else margin,
+                    cost={i: v for i, v in costs.items() if v is not None}, maximize=direction == "maximize")
+    v = camp.verdict("objective")
+    if v.leader is None:
+        return None
+    lead = idx[v.leader]
     cands = [with_spread(c, spread) for c in raw]
-    sign = 1.0 if direction == "maximize" else -1.0
-    ranked = sorted(cands, key=lambda c: -sign * c.value)
-    best = ranked[0]
-    tied = [c for c in ranked[1:] if c.high >= best.low and c.low <= best.high]
-    return Ties(best=best, tied=tied, noise_known=best.ci is not None, basis=_basis(raw, spread),
-                others=len(ranked) - 1)
+    shown = {id(r): c for r, c in zip(raw, cands)}
+    tied = [shown[id(idx[k])] for k in v.contenders if k != v.leader] if v.state in ("open", "unknown") else []
+    tied.sort(key=lambda c: -c.value if direction == "maximize" else c.value)
+    pick = idx[v.pick] if v.pick is not None else None
+    return Ties(best=shown[id(lead)], tied=tied, noise_known=camp.noise.known, basis=_basis(raw, spread, camp.noise),
+                others=len(raw) - 1, verdict=v.state, pick=shown[id(pick)] if pick is not None else None,
+                regret=v.regret_pct(), margin=camp.margin)

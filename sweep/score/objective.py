@@ -125,6 +125,9 @@ def trial_return(result: TrialResult, objective: Objective, result_path: str) ->
     out["objective"] = objective_value(result, objective)
     ci = objective_interval(result, objective, out["objective"])  # the tie rule's input (sweep/score/noise.py)
     out["objective_ci"] = list(ci) if ci else None
+    # how many measurements the interval rests on (the verdict pools their spread: sweep/score/campaign.py)
+    reps = [int(c.repeats or 1) for c in result.cells if c.output_tok_s is not None]
+    out["objective_n"] = min(reps) if ci and reps else None
     cons, names = constraints(result.metrics, objective)
     out["constraints"] = [c if c != float("inf") else INFEASIBLE for c in cons]
     out["constraint_names"] = names

@@ -159,25 +159,28 @@ def test_table_csv_json_md_html_exports(root: Path, tmp_path: Path, capsys: pyte
 
 def test_the_best_is_not_named_alone_when_noise_cannot_tell_it_apart(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Repeated cells' intervals (made up, +-3.5%): b32/t8 511 [493, 529] leads, b16/t8 488 [471, 505]
-    overlaps it (tied), b8/t8 413 [398, 427] does not, b16/t4 390 was measured once (a point)."""
+    """Repeated cells' intervals (made up, +-3.5% over 3 repeats: ~1.4% a measurement, pooled over the
+    configs by the campaign model): b32/t8 511 leads b16/t8 (scaled to 509, 0.5% behind) -- neither is
+    shown within the 2% margin of the best, so the verdict is open; b8/t8 413 is shown worse, b16/t4 390
+    was measured once."""
     sweep = tmp_path / "multirun" / "2026-12-01" / "03-00-00"
     for job, (budget, topk, repeats) in enumerate([(8, 8, 3), (16, 8, 3), (32, 8, 3), (16, 4, 1)]):
-        trial(sweep, job, "b300", budget, topk, repeats=repeats)
+        trial(sweep, job, "b300", budget, topk, repeats=repeats, scale=1.042 if (budget, topk) == (16, 8) else 1.0)
     assert report.main(["--dir", str(tmp_path), "--format", "json"]) == 0
     (group,) = json.loads(capsys.readouterr().out)["groups"]
-    # b32/t8 leads but does not beat b16/t8 beyond noise: nobody is called best, the group is undecided
+    # b32/t8 leads but is not told apart from b16/t8: nobody is called best, the group is open
     assert group["best"] is None and group["leader"] == "b300-ddtree-b32-t8-w2048-seed"
-    assert group["verdict"] == "tied"
+    assert group["verdict"] == "open"
     assert group["tied_within_noise"] == ["b300-ddtree-b16-t8-w2048-seed"]
-    assert group["noise"].startswith("undecided: tied within noise with b300-ddtree-b16-t8-w2048-seed (488.1")
+    assert group["noise"].startswith("open: not told apart from b300-ddtree-b16-t8-w2048-seed (508.")
+    assert "pick b300-ddtree-b32-t8-w2048-seed: at most" in group["noise"]
     tied = {r["trial"]: r["tied_with_best"] for r in group["rows"]}
     assert tied == {"b300-ddtree-b32-t8-w2048-seed": False, "b300-ddtree-b16-t8-w2048-seed": True,
                     "b300-ddtree-b8-t8-w2048-seed": False, "b300-ddtree-b16-t4-w2048-seed": False}
     assert report.main(["--dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert "≈ 1" in table and "≈ 2" in table and "★" not in table.split("★ best feasible")[0]
-    assert "no best yet: b300-ddtree-b32-t8-w2048-seed leads, undecided: tied within noise with" in table
+    assert "no best yet: b300-ddtree-b32-t8-w2048-seed leads, open: not told apart from" in table
     assert report.main(["--dir", str(tmp_path), "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert "| ≈ 2 |" in md and "No best yet: **b300-ddtree-b32-t8-w2048-seed** leads" in md

@@ -27,19 +27,19 @@ def study_with(values: list[tuple[float, list[float] | None]], configs: list[str
 
 
 def test_the_report_says_tied_within_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    study = study_with([(100.0, [97.0, 103.0]), (101.0, [98.5, 103.5]), (90.0, [89.0, 91.0])])
+    study = study_with([(100.0, [94.0, 106.0]), (101.0, [95.0, 107.0]), (90.0, [89.0, 91.0])])
     space = _space.parse({"spec.budget": "choice(0, 1, 2)"}, [])
     best = _report.report(study, space, tmp_path, storage_shown="memory", metric_names=["objective"],
                           groups={}, config_name="config", contour=None, make_plots=False, executed=3)
     out = capsys.readouterr().out
     assert best is not None and best.number == 1
-    assert "tied within noise with trial 0 (100.0)" in out and "trial 2" not in out.split("noise")[1]
+    assert "not told apart from trial 0 (100.0)" in out and "trial 2" not in out.split("noise")[1]
     # trial 1 leads but does not beat trial 0 beyond noise: no best, and the way to decide
     assert "leader, undecided (no best yet): trial 1" in out and "python -m sweep.decide" in out
     text = (tmp_path / "best.yaml").read_text()
     assert text.startswith("# Leader (undecided, no best yet): trial 1") and "Best feasible" not in text
-    assert "noise: undecided: tied within noise with trial 0" in text
-    assert "verdict: tied" in (tmp_path / "optimization_results.yaml").read_text()
+    assert "noise: open: not told apart from trial 0" in text
+    assert "verdict: open" in (tmp_path / "optimization_results.yaml").read_text()
 
 
 def test_measured_once_says_the_noise_is_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -69,17 +69,24 @@ def test_the_objective_interval_combines_the_cells() -> None:
     assert objective_interval(doc, c1, 100.0) == pytest.approx((100 - t * se1, 100 + t * se1))
 
 
-def test_ties_are_overlapping_intervals() -> None:
-    found = tied_within_noise([Candidate(1, 100.0, (98.0, 102.0)), Candidate(2, 99.0, (97.5, 100.5)),
-                               Candidate(3, 95.0, (94.0, 96.0)), Candidate(4, 101.5, (97.0, 106.0))])
-    assert found is not None and found.best.key == 4
-    assert [c.key for c in found.tied] == [1, 2] and found.noise_known
-    assert "tied within noise with trial 1 (100.0), trial 2 (99.0)" in found.line(lambda k: f"trial {k}")
+def test_verdicts_pool_the_noise_and_name_a_pick() -> None:
+    """Summaries (value, 95% interval over 3 repeats) judged by the campaign model: the noise pooled
+    over every config (~1% a measurement here), so 101.5 vs 100 is within the 2% margin (equivalent,
+    the leader picked); with 3x the noise neither is shown within it (open, the pick named with its
+    bound); measured once with no spread: unknown."""
+    found = tied_within_noise([Candidate(1, 100.0, (98.0, 102.0), 3), Candidate(2, 99.0, (97.5, 100.5), 3),
+                               Candidate(3, 95.0, (94.0, 96.0), 3), Candidate(4, 101.5, (97.0, 106.0), 3)])
+    assert found is not None and found.best.key == 4 and found.state == "equivalent" and found.decided
+    assert found.chosen.key == 4 and found.regret is not None and found.regret < 0.02 and found.tied == []
+    wide = tied_within_noise([Candidate(1, 100.0, (94.0, 106.0), 3), Candidate(4, 101.5, (95.5, 107.5), 3)])
+    assert wide is not None and wide.state == "open" and [c.key for c in wide.tied] == [1]
+    assert "not told apart from trial 1 (100.0); pick trial 4: at most" in wide.line(lambda k: f"trial {k}")
     single = tied_within_noise([Candidate("a", 100.0), Candidate("b", 99.0)])
-    assert single is not None and not single.tied and not single.noise_known
+    assert single is not None and not single.noise_known and single.state == "unknown"
+    assert [c.key for c in single.tied] == ["b"]  # nothing can be told apart: all stay in contention
     assert "noise unknown" in single.line()
-    low = tied_within_noise([Candidate(1, 3.0, (2.0, 4.0)), Candidate(2, 5.0, (4.5, 5.5))], "minimize")
-    assert low is not None and low.best.key == 1 and low.tied == []
+    low = tied_within_noise([Candidate(1, 3.0, (2.0, 4.0), 3), Candidate(2, 5.0, (4.5, 5.5), 3)], "minimize")
+    assert low is not None and low.best.key == 1 and low.tied == [] and low.state == "decided"
 
 
 @pytest.mark.slow
