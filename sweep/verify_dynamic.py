@@ -326,10 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_root.rmdir()  # nothing ran: no empty run left behind
             raise
         if args.rounds < 3:
-            print(f"note: {args.rounds} round(s): the intervals rest on the box's spread measured over the rounds' "
-                  "cells (two rounds: the wider of it and each pair's own; one: no spread can be measured, only a "
-                  "declared hardware.spread judges); 3 or more give each ratio an interval of its own",
-                  file=sys.stderr)
+            print(f"note: {args.rounds} round(s): the ratios are judged by the campaign model (rounds as blocks, "
+                  "the noise pooled over every arm and load); one round measures no noise, only a declared "
+                  "hardware.spread judges", file=sys.stderr)
         print(f"runs: {run_root}", file=sys.stderr)
         from launchers.local import run_tied
 

@@ -193,6 +193,7 @@ class Verification:
     rounds: int = 0
     spread: float | None = None     # the box's, per measurement (module doc)
     spread_source: str = ""         # "measured over N cells" | "hardware.spread" | ""
+    noise_line: str = ""            # what judged the ratios (the campaign model's noise)
 
     @property
     def worst(self) -> LoadResult | None:
@@ -302,6 +303,50 @@ def verifications(docs: Sequence[TrialResult], sources: Sequence[str] | None = N
     return out
 
 
+def _model_ratio(camp: Any, a: Arm, b: Arm, x: int) -> Ratio | None:
+    """a / b at load ``x`` from the campaign model: config effects with the rounds as blocks (paired
+    within them), the noise pooled over every arm and load; a 95% interval on the log."""
+    if not a.values(x) or not b.values(x):
+        return None
+    v = camp.verdict(x, [a.label, b.label])
+    got = v.ratio(a.label, b.label, _crit(camp))
+    if got is None:
+        return None
+    pairs = len(set(a.by_round(x)) & set(b.by_round(x)))
+    return Ratio(got[0], got[1], pairs)
+
+
+def _crit(camp: Any) -> float:
+    from sweep.stats import t975
+
+    df = camp.noise.df
+    return t975(max(1, int(df))) if math.isfinite(df) else Z975
+
+
+def _model_geomean(camp: Any, a: Arm, b: Arm, loads: Sequence[int]) -> Ratio | None:
+    """The geometric mean over ``loads`` of a / b from the model (the loads' log ratios averaged; their
+    variances add, over L^2)."""
+    logs, var = [], 0.0
+    for x in loads:
+        if not a.values(x) or not b.values(x):
+            return None
+        v = camp.verdict(x, [a.label, b.label])
+        ea, eb = v.estimates.get(a.label), v.estimates.get(b.label)
+        if ea is None or eb is None:
+            return None
+        logs.append(ea.log - eb.log)
+        se = v.se_of(a.label, b.label)
+        var = math.nan if se is None else var + se * se
+    if not logs:
+        return None
+    mean = statistics.fmean(logs)
+    pairs = len(set.intersection(*[set(a.by_round(x)) & set(b.by_round(x)) for x in loads]))
+    if not math.isfinite(var):
+        return Ratio(math.exp(mean), None, pairs)
+    half = _crit(camp) * math.sqrt(var) / len(logs)
+    return Ratio(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), pairs)
+
+
 def _verify(doc: TrialResult, fam: str, dyn: Arm, statics: dict[int, Arm], base: Arm | None,
             ctx: int) -> Verification | None:
     loads = sorted(x for x in dyn.runs if all(s.values(x) for s in statics.values()))
@@ -315,26 +360,34 @@ def _verify(doc: TrialResult, fam: str, dyn: Arm, statics: dict[int, Arm], base:
                      simulated=bool(doc.simulated),
                      dynamic=dyn, statics=dict(sorted(statics.items())), baseline=base, loads=loads)
     from sweep.compose.per_load import budget_at
+    from sweep.score.campaign import Campaign, Obs
 
     def gm(a: Arm) -> float:
         return statistics.fmean(math.log(a.mean(x) or 1e-12) for x in loads)
 
-    measured = box_spread([dyn, *statics.values(), *([base] if base is not None else [])])
+    arms = [dyn, *statics.values(), *([base] if base is not None else [])]
+    measured = box_spread(arms)
     declared = hw.get("spread")
     if measured is not None:
         v.spread, v.spread_source = measured[0], f"measured over {measured[1]} cells"
     elif isinstance(declared, (int, float)) and not isinstance(declared, bool) and 0 < declared < 1:
         v.spread, v.spread_source = float(declared), "hardware.spread"
-    sp = v.spread
+    # the one model of the measurement (sweep/score/campaign.py): rounds are blocks, the noise pooled
+    # over every arm and load; the declared hardware.spread only a prior where nothing ran twice
+    prior = float(declared) if isinstance(declared, (int, float)) and not isinstance(declared, bool) \
+        and 0 < declared < 1 else None
+    camp = Campaign([Obs(a.label, x, f"round{r}", val) for a in arms for x, by in a.runs.items()
+                     for r, vals in by.items() for val in vals if val > 0], prior=prior)
+    v.noise_line = camp.noise.line()
     v.best_static = max(statics, key=lambda k: gm(statics[k]))
     best = statics[v.best_static]
     for x in loads:
         load_best = max(statics, key=lambda k: statics[k].mean(x) or 0.0)
-        v.results.append(LoadResult(x, budget_at(v.per_load, x), ratio(dyn, best, x, sp),
-                                    ratio(dyn, statics[load_best], x, sp), load_best,
-                                    ratio(dyn, base, x, sp) if base is not None and base.values(x) else None))
-    v.geomean = geomean_ratio(dyn, best, loads, sp)
+        v.results.append(LoadResult(x, budget_at(v.per_load, x), _model_ratio(camp, dyn, best, x),
+                                    _model_ratio(camp, dyn, statics[load_best], x), load_best,
+                                    _model_ratio(camp, dyn, base, x) if base is not None and base.values(x) else None))
+    v.geomean = _model_geomean(camp, dyn, best, loads)
     if base is not None and all(base.values(x) for x in loads):
-        v.geomean_baseline = geomean_ratio(dyn, base, loads, sp)
+        v.geomean_baseline = _model_geomean(camp, dyn, base, loads)
     v.rounds = len({r for x in loads for r in dyn.by_round(x)})
     return v

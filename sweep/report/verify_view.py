@@ -54,6 +54,8 @@ def text_lines(v: Verification) -> list[str]:
 
 def noise_text(v: Verification) -> str:
     """What the intervals were judged with (sweep/report/verify.py's module doc)."""
+    if v.noise_line:
+        return f"95% intervals over {v.rounds} round(s) from the campaign model: {v.noise_line}"
     if v.spread is None:
         return (f"95% t-intervals over {v.rounds} paired round(s), the box's spread unknown"
                 + (" (one round: no interval)" if v.rounds < 2 else ""))
