@@ -119,6 +119,8 @@ def _cid_of(entry: Any, land: dict[str, Any]) -> str:
 def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str, str, int], float],
           margin: float) -> list[dict[str, Any]]:
     """Per level: its verdict against the truth."""
+    from sweep.stats import Z975, t975
+
     out = []
     for s in schedules:
         wl = s.group.rows[0].workload
@@ -133,12 +135,19 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
             loss = 1 - true[pick] / best
             decided = lv.state in ("decided", "equivalent")
             base = next((c for c in true if c == "none"), None)
-            covered = None
+            covered = marginal = None
             if lv.speedup_ci is not None and base is not None:
                 t = true[pick] / true[base]
                 covered = lv.speedup_ci[0] <= t <= lv.speedup_ci[1]
+                # the same pair at the plain two-sided 95% (t on the pooled degrees of freedom): how well
+                # the noise model itself is calibrated, apart from the simultaneous level the table uses
+                noise = lv.verdict.noise
+                crit = t975(max(1, int(noise.df))) if math.isfinite(noise.df) else Z975
+                got = lv.verdict.ratio(lv.pick.row.config_id, lv.baseline.row.config_id, crit)
+                if got is not None and got[1] is not None:
+                    marginal = got[1][0] <= t <= got[1][1]
             out.append({"gap": gap, "decided": decided, "wrong": decided and loss > margin + 1e-9,
-                        "loss": loss, "covered": covered, "state": lv.state,
+                        "loss": loss, "covered": covered, "marginal": marginal, "state": lv.state,
                         "regret_bound": lv.regret})
     return out
 
@@ -222,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows += score(judge(land, Path(tmp) / f"r{r}"), land, truth, margin)
             dec = [x for x in rows if x["decided"]]
             cov = [x["covered"] for x in rows if x["covered"] is not None]
+            marg = [x["marginal"] for x in rows if x["marginal"] is not None]
             g5 = [x for x in rows if x["gap"] >= 0.05]
             g10 = [x for x in rows if x["gap"] >= 0.10]
             figures["by_rounds"][r] = {
@@ -229,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "decided": len(dec) / len(rows) if rows else 0.0,
                 "wrong_picks": (sum(x["wrong"] for x in dec) / len(dec)) if dec else 0.0,
                 "coverage": sum(cov) / len(cov) if cov else None,
+                "coverage_pair": sum(marg) / len(marg) if marg else None,
                 "decided_gap5": sum(x["decided"] for x in g5) / len(g5) if g5 else None,
                 "decided_gap10": sum(x["decided"] for x in g10) / len(g10) if g10 else None,
                 "regret_median": statistics.median(x["loss"] for x in rows) if rows else None,
@@ -255,14 +266,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ", unequal variances" if args.unequal else "")
     print(f"verdict calibration: {args.draws} draws a setting, truth = the recorded vLLM means with gaps "
           f"x{args.stretch:g}; noise {args.noise:.0%} a measurement, drift {args.drift:.0%} a round{extra}")
-    print(f"{'rounds':>6} {'levels':>6} {'decided':>8} {'wrong':>6} {'coverage':>8} {'gap>=5%':>8} {'gap>=10%':>9} "
-          f"{'regret med':>10} {'worst':>6}")
+    print(f"{'rounds':>6} {'levels':>6} {'decided':>8} {'wrong':>6} {'cover':>6} {'pair':>5} {'gap>=5%':>8} "
+          f"{'gap>=10%':>9} {'regret med':>10} {'worst':>6}")
     for r, f in figures["by_rounds"].items():
         def pct(x: float | None) -> str:
             return "-" if x is None else f"{x:.0%}"
-        print(f"{r:>6} {f['levels']:>6} {pct(f['decided']):>8} {pct(f['wrong_picks']):>6} {pct(f['coverage']):>8} "
-              f"{pct(f['decided_gap5']):>8} {pct(f['decided_gap10']):>9} {f['regret_median']:>10.1%} "
-              f"{f['regret_worst']:>6.1%}")
+        print(f"{r:>6} {f['levels']:>6} {pct(f['decided']):>8} {pct(f['wrong_picks']):>6} {pct(f['coverage']):>6} "
+              f"{pct(f['coverage_pair']):>5} {pct(f['decided_gap5']):>8} {pct(f['decided_gap10']):>9} "
+              f"{f['regret_median']:>10.1%} {f['regret_worst']:>6.1%}")
+    print("cover: the pick's speedup interval as shown (the verdict's simultaneous 95%); pair: the same pair at "
+          "a plain two-sided 95% (the noise model's own calibration)")
     rc = figures["racing"]
     print(f"racing from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
           f"racing {rc['racing']['runs_mean']:.1f} runs ({rc['racing']['settled']:.0%} of levels settled), "

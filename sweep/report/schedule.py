@@ -51,7 +51,6 @@ from sweep.score.metrics import cell_goodput, load_of, ok_cells, slo_of
 from sweep.score.campaign import Campaign, Verdict
 from sweep.score.noise import spread_of
 from sweep.score.verdicts import campaign
-from sweep.stats import Z975, t975
 from sweep.stats.slo import Slo
 
 FORMAT = "specsweep.schedule/1"
@@ -134,16 +133,18 @@ class Level:
 
     @property
     def speedup_ci(self) -> tuple[float, float] | None:
-        """95% interval of the speedup (log scale: never below zero), paired within rounds."""
+        """The speedup's interval (log scale: never below zero), paired within rounds, at the verdict's
+        simultaneous 95% level (so it agrees with the table's verdicts; a little wider than a lone
+        pair's)."""
         r = self._ratio()
         return r[1] if r is not None else None
 
     def _ratio(self) -> tuple[float, tuple[float, float] | None] | None:
         if self.pick is None or self.baseline is None or self.verdict is None or not self.baseline.meets:
             return None
-        noise = self.verdict.noise
-        crit = (t975(max(1, int(noise.df))) if noise is not None and noise.df < float("inf") else Z975)
-        return self.verdict.ratio(self.pick.row.config_id, self.baseline.row.config_id, crit)
+        # the verdict's own (simultaneous) quantile: a speedup interval that excludes 1 always means the
+        # baseline is shown worse in the table beside it, and one that holds 1 never contradicts a pick
+        return self.verdict.ratio(self.pick.row.config_id, self.baseline.row.config_id)
 
     @property
     def baseline_wins(self) -> bool:
