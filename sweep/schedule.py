@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-slo", action="store_true",
                    help="ignore the trials' objective.slo: every cell without failed requests counts")
     p.add_argument("--no-write", action="store_true", help="print only: no schedule.yaml, no charts")
+    p.add_argument("-o", dest="out", type=Path, default=None,
+                   help="where schedule.yaml, the charts and the export go (default: the --dir itself, unless it "
+                        "lies inside this project's source tree: then give -o)")
     p.add_argument("--export", choices=("vllm", "sim"), default=None,
                    help="derive each budget family's per-load table (spec.per_load) for this engine: print its "
                         "launch argument and overrides, write dynamic-<engine>.yaml")
@@ -93,6 +96,21 @@ def _slo(args: argparse.Namespace) -> Slo | None:
     return Slo(**values, **({"percentile": pct} if pct is not None else {}))
 
 
+def _out_dir(args: argparse.Namespace) -> Path | None:
+    """Where the files go: ``-o``, else the results' dir -- never into the project's own source tree
+    (a recorded landscape under benchmarks/ is read, not written beside). None: print only."""
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        return Path(args.out)
+    src = Path(__file__).resolve().parents[1]
+    here = args.dir.resolve()
+    if (src / ".git").exists() and (here == src or src in here.parents):
+        print(f"note: {args.dir} lies inside the project's source tree: nothing written there (give -o OUT)",
+              file=sys.stderr)
+        return None
+    return Path(args.dir)
+
+
 def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
     """Recorded landscapes (``specsweep.landscape/1``) among the directory's JSON files, as the
     trials they ran: anyone can check a schedule against a landscape's raw cells without its work dir."""
@@ -114,7 +132,8 @@ def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
     return out
 
 
-def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: Slo | None, command: str) -> None:
+def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: Slo | None, command: str,
+            out: Path | None) -> None:
     """``--export``: the per-load tables, printed and written beside schedule.yaml."""
     from sweep.report.dynamic import derive
     from sweep.report.dynamic_export import document, text_lines
@@ -130,13 +149,13 @@ def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: 
     for t, r in zip(tables, rendered):
         print("\n".join(text_lines(t, args.export, r)))
         print()
-    if args.no_write:
+    if args.no_write or out is None:
         return
     import yaml
 
     from sweep.io.atomic import write_atomic_text
 
-    path = write_atomic_text(args.dir / DYNAMIC.format(engine=args.export),
+    path = write_atomic_text(out / DYNAMIC.format(engine=args.export),
                              "# per-load speculation derived from measured cells (docs/deployment.md); "
                              "python -m sweep.verify_dynamic --dir <this dir> checks it\n"
                              + yaml.safe_dump(doc, sort_keys=False, width=110))
@@ -168,11 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not schedules:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
         return 1
-    print_schedules(schedules)
+    print_schedules(schedules, where=args.dir)
     command = "python -m sweep.schedule " + " ".join(sys.argv[1:] if argv is None else list(argv))
+    out = None if args.no_write else _out_dir(args)
     if args.export is not None:
-        _export(args, [d for _, d in found], [str(p) for p, _ in found], slo, command.strip())
-    if args.no_write:
+        _export(args, [d for _, d in found], [str(p) for p, _ in found], slo, command.strip(), out)
+    if out is None:
         return skipped.exit_code()
     import yaml
 
@@ -180,11 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.report.deployment_plots import deployment_plots
 
     doc = schedule_document(schedules, command=command.strip())
-    path = write_atomic_text(args.dir / FILENAME, "# which config at which load (docs/deployment.md): each band's "
+    path = write_atomic_text(out / FILENAME, "# which config at which load (docs/deployment.md): each band's "
                              "overrides go on the sweep's own command line\n"
                              + yaml.safe_dump(doc, sort_keys=False, width=110))
     print(f"written: {path}", file=sys.stderr)
-    for p in deployment_plots(schedules, args.dir):
+    for p in deployment_plots(schedules, out):
         print(f"chart:   {p}", file=sys.stderr)
     return skipped.exit_code()
 

@@ -86,7 +86,7 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--dir", "dir", Rule("indir", required=True)),
         Arg("--slo", "slo", Rule("slo_limits")),
         Arg("--percentile", "percentile", RULES["objective.slo.percentile"]),
-        Arg("--no-slo", "no_slo", FLAG), Arg("--no-write", "no_write", FLAG),
+        Arg("--no-slo", "no_slo", FLAG), Arg("--no-write", "no_write", FLAG), Arg("-o", "out", OUTDIR),
         Arg("--export", "export", Rule("enum", choices=(None, "vllm", "sim"))), Arg("--family", "family", TEXT)),
     "sweep.verify_dynamic": (
         Arg("--dir", "dir", Rule("indir", required=True)), Arg("--file", "file", Rule("file", fmt="text")),

@@ -146,6 +146,24 @@ class Level:
         # baseline is shown worse in the table beside it, and one that holds 1 never contradicts a pick
         return self.verdict.ratio(self.pick.row.config_id, self.baseline.row.config_id)
 
+    def settle(self, camp: Campaign[str, tuple[int, float]] | None, context: int) -> tuple[int, int, float] | None:
+        """What settling this open level likely costs: (rounds, runs, GPU-hours) of racing its
+        contenders (sweep.decide), from the campaign model's gaps and noise and the contenders' own
+        cells (their measured time and the box's GPUs); None: more than 50 rounds, or not open."""
+        if camp is None or self.verdict is None or self.state not in ("open", "unknown"):
+            return None
+        rounds = camp.rounds_needed((int(context), float(self.load)), self.verdict)
+        if rounds is None:
+            return None
+        race = [e for e in self.entries if e.row.config_id in (self.verdict.contenders or [])] or self.entries
+        hours = 0.0
+        for e in race:
+            gpus = e.row.doc.config_section("hardware").get("num_gpus")
+            g = int(gpus) if isinstance(gpus, (int, float)) and not isinstance(gpus, bool) and gpus > 0 else 1
+            secs = float(e.cell.duration_s or 0.0) / max(1, e.n) + float(e.row.doc.metrics.startup_s or 0.0)
+            hours += rounds * secs * g / 3600.0
+        return rounds, rounds * len(race), hours
+
     @property
     def baseline_wins(self) -> bool:
         """The pick is the baseline at a decided or equivalent level: speculation does not pay here
@@ -223,7 +241,9 @@ class Schedule:
 
     @property
     def title(self) -> str:
-        return f"{self.group.hardware_label} · {self.group.model_label} · ctx {self.context}"
+        engine = self.group.first.config_section("server").get("name")
+        return (f"{engine} · " if engine else "") + f"{self.group.hardware_label} · {self.group.model_label} · " \
+            f"ctx {self.context}"
 
     @property
     def envelope(self) -> list[tuple[float, float]]:

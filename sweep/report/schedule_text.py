@@ -39,7 +39,7 @@ def _level_rows(s: Schedule) -> list[tuple[str, ...]]:
     return rows
 
 
-def summary_lines(s: Schedule) -> list[str]:
+def summary_lines(s: Schedule, where: Any = None) -> list[str]:
     """The bands and crossovers as sentences (also the HTML section's); each says only what its
     levels measured and decided."""
     unit = s.unit
@@ -57,6 +57,17 @@ def summary_lines(s: Schedule) -> list[str]:
             lines.append(f"above {unit} {b.to:g}: not measured")
     for c in s.crossovers:
         lines.append("crossover " + c.line(unit))
+    to = f"python -m sweep.decide --dir {where}" if where else "python -m sweep.decide --dir <the results' dir>"
+    for lv in s.levels:
+        cost = lv.settle(s.campaign, s.context)
+        if lv.state in ("open", "unknown"):
+            likely = (f"likely ~{cost[0]} more round(s) of its contenders: ~{cost[1]} run(s), ~{cost[2]:.2f} GPU-h"
+                      if cost is not None else "more than 50 rounds at these gaps: the pick and its bound may be "
+                      "the answer")
+            landscape = all(not e.row.doc.trial.overrides for e in lv.entries)
+            how = ("more rounds of the recorded landscape (benchmarks/record_landscape.py resumes it with "
+                   "--rounds N)" if landscape else to)
+            lines.append(f"to settle {unit} {lv.load:g}: {how} ({likely})")
     lines.append(_speculation_line(s))
     lines.append(f"noise: {s.noise}")
     return lines
@@ -99,7 +110,7 @@ def _speculation_line(s: Schedule) -> str:
     return "; ".join(parts) if parts else "no verdict on speculation"
 
 
-def print_schedules(schedules: Sequence[Schedule], out: Any = None) -> None:
+def print_schedules(schedules: Sequence[Schedule], out: Any = None, where: Any = None) -> None:
     from rich.table import Table
 
     console = out or _console()
@@ -117,5 +128,5 @@ def print_schedules(schedules: Sequence[Schedule], out: Any = None) -> None:
                          "margin of the best), or open (the smallest regret bound); regret: the most the pick may "
                          "be below the true best, at 95%; n: measurements of the pick's cell")
         console.print(table)
-        for line in summary_lines(s):
+        for line in summary_lines(s, where):
             console.print("  " + line, markup=False, highlight=False)
