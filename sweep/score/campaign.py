@@ -248,7 +248,9 @@ def critical(k: int, df: float, alpha: float = ALPHA) -> float:
     t = t975(max(1, int(df))) if math.isfinite(df) else Z975
     if alpha != ALPHA:  # a stricter level for repeated looks (racing): scale the normal quantile
         t = _t_quantile(1 - alpha / 2, df)
-    return max(t, dunnett_one_sided(max(1, k - 1), round(df, 1) if math.isfinite(df) else math.inf, alpha))
+    # the quantile changes little with df past a few dozen: integer df, normal past 200 (cached)
+    nu = float(int(df)) if math.isfinite(df) and df < 200 else math.inf
+    return max(t, dunnett_one_sided(max(1, k - 1), nu, alpha))
 
 
 def _t_quantile(p: float, df: float) -> float:
@@ -454,11 +456,10 @@ class Campaign(Generic[K, L]):
         sigma = self.noise.sigma
         now = min(fit.n[c] for c in v.contenders) if v.contenders else 1
         leader = v.leader
+        crit = v.crit  # today's quantile: more rounds only lower it, so the count errs long
         for extra in range(1, cap + 1):
             n = now + extra
             se = sigma * math.sqrt(2.0 / n)
-            df = self.noise.df + extra * max(1, len(v.contenders) - 1)
-            crit = critical(len(v.estimates), df, self.alpha)
             for c in v.contenders:
                 gap = v.estimates[leader].log - v.estimates[c].log if leader is not None else 0.0
                 # c settles as the pick (within margin) or is dropped (shown worse beyond the margin)

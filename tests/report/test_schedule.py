@@ -214,3 +214,31 @@ def test_the_html_report_has_the_deployment_section(sweep_dir: Path) -> None:
     assert "b300-ddtree-b4" in section and "a shorter draft wins" in section
     assert section.count("<svg") >= 2 and "Tok/s per user vs tok/s per GPU" in section
     assert "b300-ddtree-b16" not in section.split("Tok/s per user")[0]   # the gate holds in the schedule
+
+
+def test_outputs_go_where_asked_and_open_levels_say_how_to_settle(sweep_dir: Path, tmp_path: Path) -> None:
+    """``-o OUT``: schedule.yaml and the charts under OUT, nothing written beside the results; the open
+    level (concurrency 8) names the command that settles it and what it likely costs."""
+    out = tmp_path / "out"
+    before = sorted(p.name for p in sweep_dir.rglob("*"))
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(sweep_dir), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    assert (out / "schedule.yaml").is_file() and list(out.glob("*.png"))
+    assert sorted(p.name for p in sweep_dir.rglob("*")) == before
+    settle = [ln for ln in done.stderr.splitlines() + done.stdout.splitlines() if "to settle concurrency 8" in ln]
+    assert settle and f"python -m sweep.decide --dir {sweep_dir}" in settle[0] and "run(s)" in settle[0]
+    assert "sim · b300" in done.stdout  # the engine in each schedule's title
+
+
+def test_nothing_is_written_into_the_source_tree(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        pytest.skip("an installed copy: no source tree to protect")
+    done = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(root / "benchmarks" / "measured")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "inside the project's source tree: nothing written there (give -o OUT)" in done.stderr
+    assert not (root / "benchmarks" / "measured" / "schedule.yaml").exists()
