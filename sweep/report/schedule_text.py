@@ -129,4 +129,4 @@ def print_schedules(schedules: Sequence[Schedule], out: Any = None, where: Any =
                          "be below the true best, at 95%; n: measurements of the pick's cell")
         console.print(table)
         for line in summary_lines(s, where):
-            console.print("  " + line, markup=False, highlight=False)
+            console.print("  " + line, markup=False, highlight=False, soft_wrap=True)  # one line, one fact

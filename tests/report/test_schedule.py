@@ -230,7 +230,7 @@ def test_outputs_go_where_asked_and_open_levels_say_how_to_settle(sweep_dir: Pat
     assert sorted(p.name for p in sweep_dir.rglob("*")) == before
     settle = [ln for ln in done.stderr.splitlines() + done.stdout.splitlines() if "to settle concurrency 8" in ln]
     assert settle and f"python -m sweep.decide --dir {sweep_dir}" in settle[0] and "run(s)" in settle[0]
-    assert "sim · b300" in done.stdout  # the engine in each schedule's title
+    assert "sim · b300" in done.stderr  # the engine in each schedule's title
 
 
 def test_nothing_is_written_into_the_source_tree(tmp_path: Path) -> None:
