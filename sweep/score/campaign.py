@@ -121,6 +121,7 @@ class Verdict(Generic[K]):
     shown_worse: dict[K, float] = field(default_factory=dict)  # log-scale lower bound of (best - config) > 0
     contenders: list[K] = field(default_factory=list)        # not shown worse than the best by the margin
     crit: float = Z975
+    cost: dict[K, Any] = field(default_factory=dict)  # the order "cheaper" goes by (lower first)
     noise: Noise | None = None
     margin: float = MARGIN
     _pair: Callable[[K, K], float | None] | None = None
@@ -420,7 +421,7 @@ class Campaign(Generic[K, L]):
         leader = max(keys, key=lambda c: est[c].log)
         crit = critical(len(keys), self.noise.df, self.alpha) if sigma is not None else Z975
         v: Verdict[K] = Verdict("unknown", est, leader=leader, pick=leader, crit=crit, noise=self.noise,
-                                margin=self.margin, _pair=pair)
+                                margin=self.margin, _pair=pair, cost={c: self._cost(c, est) for c in keys})
         if len(keys) == 1:
             v.state, v.regret, v.contenders = "decided", {leader: 0.0}, [leader]
             return v
@@ -481,4 +482,11 @@ def contenders(verdict: Verdict[K]) -> list[K]:
     worse than the best by more than the margin (empty when the level is decided or equivalent)."""
     if verdict.decided or verdict.state == "none":
         return []
-    return list(verdict.contenders or verdict.estimates)
+    keep = list(verdict.contenders or verdict.estimates)
+    if not verdict.shown_worse or verdict.leader is None:
+        return keep
+    # a config already shown worse than the best (by less than the margin) can still matter only as the
+    # cheaper pick: measured again only when it is cheaper than the leader
+    lead = verdict.cost.get(verdict.leader)
+    return [c for c in keep if verdict.shown_worse.get(c, 0.0) <= 0.0 or c == verdict.leader
+            or (lead is not None and verdict.cost.get(c) is not None and verdict.cost[c][0] < lead[0])]
