@@ -56,8 +56,9 @@ HARDWARE = sorted(p.stem for p in (ROOT / "conf" / "hardware").glob("*.yaml")
 SPECS = sorted(p.stem for p in (ROOT / "conf" / "spec").glob("*.yaml")
                if "sglang" in (_yaml(p).get("render") or {}))
 # model.draft_paths.eagle3 is null in conf/model (no public EAGLE-3 head for
-# the model); a real server launch needs a path, so give one.
-DRAFT_OVERRIDES = ["model.draft_paths.eagle3=/models/eagle3"]
+# the model) and it has no EAGLE-1 head; a real server launch needs a path, so
+# give one. (spec=mtp and spec=dspark draft from the target checkpoint: no path.)
+DRAFT_OVERRIDES = ["model.draft_paths.eagle3=/models/eagle3", "+model.draft_paths.eagle=/models/eagle"]
 
 # Which parsed destination carries which spec field, per spec option.
 # (--speculative-ddtree-budget is fork-only: checked on the argv instead.)
@@ -66,6 +67,11 @@ SPEC_DESTS: dict[str, dict[str, str]] = {
     "dflash": {"speculative_num_draft_tokens": "block", "speculative_draft_window_size": "window"},
     "eagle3": {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "topk",
                "speculative_num_draft_tokens": "budget"},
+    "eagle": {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "topk",
+              "speculative_num_draft_tokens": "budget"},
+    "mtp": {"speculative_num_steps": "num_steps", "speculative_eagle_topk": "topk",
+            "speculative_num_draft_tokens": "budget"},
+    "dspark": {"speculative_num_draft_tokens": "block", "speculative_eagle_topk": "topk"},
     "ngram": {"speculative_num_draft_tokens": "budget"},
     "none": {},
 }

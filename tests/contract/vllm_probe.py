@@ -50,7 +50,8 @@ def _spec_fields(spec: object) -> dict[str, object] | None:
     keys = ("method", "model", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min",
             "suffix_decoding_max_tree_depth", "suffix_decoding_max_spec_factor",
             "suffix_decoding_min_token_prob", "suffix_decoding_max_cached_requests", "rejection_sample_method",
-            "synthetic_acceptance_rates", "synthetic_acceptance_length", "num_speculative_tokens_per_batch_size")
+            "synthetic_acceptance_rates", "synthetic_acceptance_length", "num_speculative_tokens_per_batch_size",
+            "enable_adaptive_verification")
     return {k: getattr(spec, k, None) for k in keys}
 
 
