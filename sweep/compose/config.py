@@ -372,6 +372,21 @@ def _check_per_load(spec: Spec, server: Server) -> None:
     if spec.per_load is not None and server.per_load_refusal:
         raise ConfigError("spec.per_load", f"server={server.name} cannot run per-load budgets: "
                           f"{server.per_load_refusal}")
+    # A spec whose form for this engine does not render the table would launch at spec.budget on
+    # every load, silently: refused (the simulator takes it as its own --sim-per-load flag).
+    table = [list(row) for row in spec.per_load or ()]
+    if table and not server.simulated and not _renders(spec.render.get(server.flavor), table):
+        raise ConfigError("spec.per_load", f"spec={spec.algorithm}'s {server.flavor} form renders no "
+                          "per-load table (spec.render." f"{server.flavor} has no ${{spec.per_load}})")
+
+
+def _renders(node: Any, table: list[list[int]]) -> bool:
+    """Whether the resolved render mapping carries the per-load table somewhere."""
+    if isinstance(node, Mapping):
+        return any(_renders(v, table) for v in node.values())
+    if isinstance(node, (list, tuple)) and node and all(isinstance(r, (list, tuple)) for r in node):
+        return [list(r) for r in node] == table
+    return False
 
 
 def _check_requires(spec: Spec, server: Server, launcher: LauncherSettings) -> None:

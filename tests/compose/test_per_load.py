@@ -49,6 +49,10 @@ def test_a_static_config_renders_as_before() -> None:
     ("llamacpp", "ngram", "llama-server drafts a fixed number of tokens per step"),
     ("sglang", "eagle3", "SGLang 0.5.23 takes no per-batch-size budget table"),
     ("sglang", "ngram", "--speculative-adaptive-config FILE"),
+    # vLLM takes a table, but these specs' vLLM forms do not render one
+    ("vllm", "eagle", "spec=eagle's vllm form renders no per-load table"),
+    ("vllm", "mtp", "spec=mtp's vllm form renders no per-load table"),
+    ("vllm", "dspark", "spec=dspark's vllm form renders no per-load table"),
 ])
 def test_engines_without_it_refuse_in_one_line(server: str, spec: str, reason: str) -> None:
     with pytest.raises(ConfigError) as err:
