@@ -155,7 +155,8 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
 def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: random.Random, noise: float,
          drift: float, max_rounds: int, racing: bool) -> tuple[int, int, int]:
     """(runs, levels settled, levels) measuring from two rounds until every level is decided or equivalent:
-    racing (only contenders) or round-robin (every config of an open level)."""
+    racing (only contenders) or round-robin (every config of an open level). Runs are decide's: after the
+    sweep's own two rounds, one per config and workload (a workload is part of a config's identity)."""
     from sweep.score.campaign import Campaign, Obs, contenders
 
     configs = [c["id"] for c in doc["configs"]]
@@ -172,8 +173,8 @@ def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: ran
                 obs.append(Obs(c, lv, f"r{rnd}", v))
         return len([c for c, lvs in which.items() if lvs])
 
-    for rnd in range(2):
-        runs += measure(rnd, {c: set(levels) for c in configs})
+    for rnd in range(2):  # the sweep's own two rounds: where decide starts, not counted as its runs
+        measure(rnd, {c: set(levels) for c in configs})
     settled = 0
     for rnd in range(2, max_rounds):
         camps = {w: Campaign([o for o in obs if o.level[0] == w], cost=cost) for w in {lv[0] for lv in levels}}
@@ -188,8 +189,9 @@ def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: ran
                 todo.setdefault(c, set()).add(lv)
         if not todo:
             return runs, settled, len(levels)
-        # a run measures a config at its open levels of one workload (one server start per workload)
-        runs += sum(len({lv[0] for lv in lvs}) for lvs in todo.values()) - len(todo) + measure(rnd, todo)
+        # a run is one config (its workload is part of its identity) at its open levels: one server start
+        measure(rnd, todo)
+        runs += sum(len({lv[0] for lv in lvs}) for lvs in todo.values())
     camps = {w: Campaign([o for o in obs if o.level[0] == w], cost=cost) for w in {lv[0] for lv in levels}}
     settled = sum(1 for lv in levels if camps[lv[0]].verdict(lv).decided)
     return runs, settled, len(levels)
@@ -277,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("cover: the pick's speedup interval as shown (the verdict's simultaneous 95%); pair: the same pair at "
           "a plain two-sided 95% (the noise model's own calibration)")
     rc = figures["racing"]
-    print(f"racing from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
+    print(f"decide's runs from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
           f"racing {rc['racing']['runs_mean']:.1f} runs ({rc['racing']['settled']:.0%} of levels settled), "
           f"round-robin {rc['round_robin']['runs_mean']:.1f} runs ({rc['round_robin']['settled']:.0%}); "
           f"ratio {rc['ratio']:.2f}")
