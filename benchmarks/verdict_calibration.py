@@ -125,13 +125,14 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
     for s in schedules:
         wl = s.group.rows[0].workload
         for lv in s.levels:
-            if lv.pick is None:
+            chosen = getattr(lv, "pick", None) or lv.best or lv.leader  # (the old rule had no pick: its leader)
+            if chosen is None:
                 continue
             true = {_cid_of(e, land): truth[(_cid_of(e, land), wl, int(lv.load))] for e in lv.entries}
             ranked = sorted(true.values(), reverse=True)
             best = ranked[0]
             gap = ranked[0] / ranked[1] - 1 if len(ranked) > 1 else math.inf
-            pick = _cid_of(lv.pick, land)
+            pick = _cid_of(chosen, land)
             loss = 1 - true[pick] / best
             decided = lv.state in ("decided", "equivalent")
             base = next((c for c in true if c == "none"), None)
@@ -141,14 +142,15 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
                 covered = lv.speedup_ci[0] <= t <= lv.speedup_ci[1]
                 # the same pair at the plain two-sided 95% (t on the pooled degrees of freedom): how well
                 # the noise model itself is calibrated, apart from the simultaneous level the table uses
-                noise = lv.verdict.noise
-                crit = t975(max(1, int(noise.df))) if math.isfinite(noise.df) else Z975
-                got = lv.verdict.ratio(lv.pick.row.config_id, lv.baseline.row.config_id, crit)
-                if got is not None and got[1] is not None:
-                    marginal = got[1][0] <= t <= got[1][1]
+                noise = getattr(lv.verdict, "noise", None)
+                if noise is not None and noise.sigma is not None:
+                    crit = t975(max(1, int(noise.df))) if math.isfinite(noise.df) else Z975
+                    got = lv.verdict.ratio(chosen.row.config_id, lv.baseline.row.config_id, crit)
+                    if got is not None and got[1] is not None:
+                        marginal = got[1][0] <= t <= got[1][1]
             out.append({"gap": gap, "decided": decided, "wrong": decided and loss > margin + 1e-9,
                         "loss": loss, "covered": covered, "marginal": marginal, "state": lv.state,
-                        "regret_bound": lv.regret})
+                        "regret_bound": getattr(lv, "regret", None)})
     return out
 
 
@@ -248,8 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "regret_worst": max((x["loss"] for x in rows), default=None),
             }
     n_race = args.race_draws if args.race_draws is not None else args.draws
-    race_runs = {"racing": [], "round_robin": []}
-    settled = {"racing": [], "round_robin": []}
+    if n_race <= 0:  # the verdicts alone (also how the old rule's figures are taken: it had no racing)
+        figures["racing"] = None
+        return _print(args, figures, n_race)
+    race_runs: dict[str, list[float]] = {"racing": [], "round_robin": []}
+    settled: dict[str, list[float]] = {"racing": [], "round_robin": []}
     for i in range(n_race):
         seed = rng.randrange(1 << 30)
         for how in ("racing", "round_robin"):
@@ -261,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "settled": statistics.fmean(settled[how])} for how in race_runs}
     rr = figures["racing"]["round_robin"]["runs_mean"]
     figures["racing"]["ratio"] = figures["racing"]["racing"]["runs_mean"] / rr if rr else None
+    return _print(args, figures, n_race)
+
+
+def _print(args: argparse.Namespace, figures: dict[str, Any], n_race: int) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
@@ -279,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("cover: the pick's speedup interval as shown (the verdict's simultaneous 95%); pair: the same pair at "
           "a plain two-sided 95% (the noise model's own calibration)")
     rc = figures["racing"]
+    if rc is None:
+        return 0
     print(f"decide's runs from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
           f"racing {rc['racing']['runs_mean']:.1f} runs ({rc['racing']['settled']:.0%} of levels settled), "
           f"round-robin {rc['round_robin']['runs_mean']:.1f} runs ({rc['round_robin']['settled']:.0%}); "
