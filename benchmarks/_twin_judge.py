@@ -301,7 +301,11 @@ def schedule_agreement(path: Path, *, family: Sequence[str] | None = None, measu
             idx = {x: i for i, x in enumerate(loads)}
             mi = idx.get(m_stop, len(loads)) if m_stop is not None else len(loads)
             pi = idx.get(p_stop, len(loads)) if p_stop is not None else len(loads)
-            crossover.append((wname, p_stop, m_stop, abs(mi - pi) <= 1))
+            # within one load step -- or every measured level between the two is open: a level the
+            # measurement leaves undecided is no evidence against the prediction (sweep/score/campaign.py)
+            between = sched.levels[min(mi, pi):max(mi, pi)]
+            undecided = bool(between) and all(lv.state in ("open", "unknown") for lv in between)
+            crossover.append((wname, p_stop, m_stop, abs(mi - pi) <= 1 or undecided))
     return ScheduleJudgement(levels, crossover, len({(p.config, p.workload, p.context, p.concurrency) for p in points}),
                              members, hours, margin)
 

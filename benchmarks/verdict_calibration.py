@@ -125,13 +125,14 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
     for s in schedules:
         wl = s.group.rows[0].workload
         for lv in s.levels:
-            if lv.pick is None:
+            chosen = getattr(lv, "pick", None) or lv.best or lv.leader  # (the old rule had no pick: its leader)
+            if chosen is None:
                 continue
             true = {_cid_of(e, land): truth[(_cid_of(e, land), wl, int(lv.load))] for e in lv.entries}
             ranked = sorted(true.values(), reverse=True)
             best = ranked[0]
             gap = ranked[0] / ranked[1] - 1 if len(ranked) > 1 else math.inf
-            pick = _cid_of(lv.pick, land)
+            pick = _cid_of(chosen, land)
             loss = 1 - true[pick] / best
             decided = lv.state in ("decided", "equivalent")
             base = next((c for c in true if c == "none"), None)
@@ -141,21 +142,23 @@ def score(schedules: Sequence[Any], land: dict[str, Any], truth: dict[tuple[str,
                 covered = lv.speedup_ci[0] <= t <= lv.speedup_ci[1]
                 # the same pair at the plain two-sided 95% (t on the pooled degrees of freedom): how well
                 # the noise model itself is calibrated, apart from the simultaneous level the table uses
-                noise = lv.verdict.noise
-                crit = t975(max(1, int(noise.df))) if math.isfinite(noise.df) else Z975
-                got = lv.verdict.ratio(lv.pick.row.config_id, lv.baseline.row.config_id, crit)
-                if got is not None and got[1] is not None:
-                    marginal = got[1][0] <= t <= got[1][1]
+                noise = getattr(lv.verdict, "noise", None)
+                if noise is not None and noise.sigma is not None:
+                    crit = t975(max(1, int(noise.df))) if math.isfinite(noise.df) else Z975
+                    got = lv.verdict.ratio(chosen.row.config_id, lv.baseline.row.config_id, crit)
+                    if got is not None and got[1] is not None:
+                        marginal = got[1][0] <= t <= got[1][1]
             out.append({"gap": gap, "decided": decided, "wrong": decided and loss > margin + 1e-9,
                         "loss": loss, "covered": covered, "marginal": marginal, "state": lv.state,
-                        "regret_bound": lv.regret})
+                        "regret_bound": getattr(lv, "regret", None)})
     return out
 
 
 def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: random.Random, noise: float,
          drift: float, max_rounds: int, racing: bool) -> tuple[int, int, int]:
     """(runs, levels settled, levels) measuring from two rounds until every level is decided or equivalent:
-    racing (only contenders) or round-robin (every config of an open level)."""
+    racing (only contenders) or round-robin (every config of an open level). Runs are decide's: after the
+    sweep's own two rounds, one per config and workload (a workload is part of a config's identity)."""
     from sweep.score.campaign import Campaign, Obs, contenders
 
     configs = [c["id"] for c in doc["configs"]]
@@ -172,8 +175,8 @@ def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: ran
                 obs.append(Obs(c, lv, f"r{rnd}", v))
         return len([c for c, lvs in which.items() if lvs])
 
-    for rnd in range(2):
-        runs += measure(rnd, {c: set(levels) for c in configs})
+    for rnd in range(2):  # the sweep's own two rounds: where decide starts, not counted as its runs
+        measure(rnd, {c: set(levels) for c in configs})
     settled = 0
     for rnd in range(2, max_rounds):
         camps = {w: Campaign([o for o in obs if o.level[0] == w], cost=cost) for w in {lv[0] for lv in levels}}
@@ -188,8 +191,9 @@ def race(doc: dict[str, Any], truth: dict[tuple[str, str, int], float], rng: ran
                 todo.setdefault(c, set()).add(lv)
         if not todo:
             return runs, settled, len(levels)
-        # a run measures a config at its open levels of one workload (one server start per workload)
-        runs += sum(len({lv[0] for lv in lvs}) for lvs in todo.values()) - len(todo) + measure(rnd, todo)
+        # a run is one config (its workload is part of its identity) at its open levels: one server start
+        measure(rnd, todo)
+        runs += sum(len({lv[0] for lv in lvs}) for lvs in todo.values())
     camps = {w: Campaign([o for o in obs if o.level[0] == w], cost=cost) for w in {lv[0] for lv in levels}}
     settled = sum(1 for lv in levels if camps[lv[0]].verdict(lv).decided)
     return runs, settled, len(levels)
@@ -246,8 +250,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "regret_worst": max((x["loss"] for x in rows), default=None),
             }
     n_race = args.race_draws if args.race_draws is not None else args.draws
-    race_runs = {"racing": [], "round_robin": []}
-    settled = {"racing": [], "round_robin": []}
+    if n_race <= 0:  # the verdicts alone (also how the old rule's figures are taken: it had no racing)
+        figures["racing"] = None
+        return _print(args, figures, n_race)
+    race_runs: dict[str, list[float]] = {"racing": [], "round_robin": []}
+    settled: dict[str, list[float]] = {"racing": [], "round_robin": []}
     for i in range(n_race):
         seed = rng.randrange(1 << 30)
         for how in ("racing", "round_robin"):
@@ -259,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "settled": statistics.fmean(settled[how])} for how in race_runs}
     rr = figures["racing"]["round_robin"]["runs_mean"]
     figures["racing"]["ratio"] = figures["racing"]["racing"]["runs_mean"] / rr if rr else None
+    return _print(args, figures, n_race)
+
+
+def _print(args: argparse.Namespace, figures: dict[str, Any], n_race: int) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
@@ -277,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("cover: the pick's speedup interval as shown (the verdict's simultaneous 95%); pair: the same pair at "
           "a plain two-sided 95% (the noise model's own calibration)")
     rc = figures["racing"]
-    print(f"racing from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
+    if rc is None:
+        return 0
+    print(f"decide's runs from 2 rounds to a verdict (at most {args.max_rounds} rounds, {n_race} draws): "
           f"racing {rc['racing']['runs_mean']:.1f} runs ({rc['racing']['settled']:.0%} of levels settled), "
           f"round-robin {rc['round_robin']['runs_mean']:.1f} runs ({rc['round_robin']['settled']:.0%}); "
           f"ratio {rc['ratio']:.2f}")

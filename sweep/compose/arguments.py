@@ -119,7 +119,8 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--acceptance", "acceptance", TEXT),
         Arg("--budgets", "budgets", Rule("csv_ints", 1, 1024, what="draft budgets")),
         Arg("--accept-model", "accept_model", Rule("enum", choices=(None, "span", "truncate")),
-            needs="acceptance")),
+            needs="acceptance"),
+        Arg("--config-dir", "config_dir", INDIR)),
     "sweep.engines": (
         Arg("engine", "engine", Rule("name", required=True)),
         Arg("overrides", "overrides", OVERRIDES, base=lambda a: [f"server={a.engine}"]),

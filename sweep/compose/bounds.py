@@ -561,7 +561,10 @@ def _as_outfile(key: str, value: Any, rule: Rule) -> str:
     if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(key, f"{text}: {'a directory' if stat.S_ISDIR(mode) else 'a special file'}, "
                           "not a file to write")
-    input_files.check_outdir(key, os.path.dirname(os.path.abspath(path)))
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # a file's folder is not made for it: a typo in it is said now
+        raise ConfigError(key, f"{text}: its folder {folder} does not exist")
+    input_files.check_outdir(key, folder)
     return text
 
 
@@ -717,13 +720,18 @@ def check_config(cfg: Mapping[str, Any], *, hydra: bool = False) -> None:
     """
     for first in (True, False):
         for key, rule in RULES.items():
-            if key.startswith("hydra.") != hydra or (rule.kind in _VALUE_KINDS) != first:
+            alone = rule.kind in _VALUE_KINDS and key not in _BUILT_FROM_OTHERS
+            if key.startswith("hydra.") != hydra or alone != first:
                 continue
             for full, value in _present(cfg, key):
                 if value is None and rule.kind != "enum":
                     continue
                 check(full, value, rule_key=key)
 
+
+# Keys whose value the shipped groups build from other keys (the server's executable holds
+# server.install.*: a fault there is the key the user set, named first).
+_BUILT_FROM_OTHERS = frozenset({"server.executable"})
 
 # Kinds whose check is about the value alone. The others look at this machine (a file that must
 # exist, a directory that must be writable, a store that must answer): a recorded config was

@@ -81,12 +81,7 @@ def read_bytes(path: str | Path, *, limit: int = MAX_BYTES, what: str = "a file 
     FIFO in between is caught); it is opened non-blocking, and read at most
     ``limit + 1`` bytes (one buffer, no second copy)."""
     path = Path(path)
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise BadFile(path, f"cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise BadFile(path, f"{_kind(st.st_mode)}, not a regular file: not read")
+    st = _regular(path)
     if st.st_size > limit:
         raise BadFile(path, f"{_size(st.st_size)}, more than the {_size(limit)} {what} holds: not read")
     try:
@@ -156,18 +151,25 @@ def read_json(path: str | Path, *, limit: int = MAX_BYTES, what: str = "a file o
     return parse_json(read_bytes(path, limit=limit, what=what), path)
 
 
-def read_head(path: str | Path, size: int = 4096) -> bytes:
-    """The first ``size`` bytes of a regular file, whatever its length: enough to tell what a file
-    claims to be (a landscape's schema) before it is judged whole -- so a file too big to read is
-    still recognised, and named when it is refused, not passed over in silence. Special files are
-    refused as :func:`read_bytes` refuses them (:class:`BadFile`), never opened."""
-    path = Path(path)
+def _regular(path: Path) -> os.stat_result:
+    """The file's ``stat`` (a symlink followed), judged before anything opens it: a regular file, or
+    :class:`BadFile` (a FIFO, a device, a directory, nothing there)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         raise BadFile(path, f"cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
         raise BadFile(path, f"{_kind(st.st_mode)}, not a regular file: not read")
+    return st
+
+
+def read_head(path: str | Path, size: int = 4096) -> bytes:
+    """The first ``size`` bytes of a regular file, whatever its length: enough to tell what a file
+    claims to be (a landscape's schema) before it is judged whole -- so a file too big to read is
+    still recognised, and named when it is refused, not passed over in silence. Special files are
+    refused as :func:`read_bytes` refuses them (:class:`BadFile`), never opened."""
+    path = Path(path)
+    _regular(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:

@@ -163,17 +163,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     args, opts = _options(args)
-    if "--config-dir" in opts:
-        _use_config_dir(opts["--config-dir"])
     as_json, want_breakdown = "--json" in args, "--breakdown" in args
     from sweep.compose import arguments
 
-    arguments.check("sweep.sim.predict", {"calibration": opts.get("--calibration"),  # by their rules
+    arguments.check("sweep.sim.predict", {"config_dir": opts.get("--config-dir"),  # by their rules
+                                          "calibration": opts.get("--calibration"),
                                           "concurrency": opts.get("--concurrency"),
                                           "acceptance": opts.get("--acceptance"),
                                           "budgets": opts.get("--budgets"),
                                           "accept_model": opts.get("--accept-model"),
                                           "json": as_json, "breakdown": want_breakdown})
+    if "--config-dir" in opts:
+        _use_config_dir(opts["--config-dir"])
     args = [a for a in args if a not in FLAGS]
     calibration = opts.get("--calibration")
     concs: list[int] | None = None

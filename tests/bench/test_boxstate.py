@@ -29,15 +29,20 @@ def orphan_burner(seconds: float) -> int:
     return int(out.stdout)
 
 
-@pytest.fixture
-def burner() -> Iterator[int]:
-    pid = orphan_burner(30)
+def burning(seconds: float) -> Iterator[int]:
+    """An orphan burner for the length of a test (killed after it)."""
+    pid = orphan_burner(seconds)
     time.sleep(0.3)
     yield pid
     try:
         os.kill(pid, 9)
     except ProcessLookupError:
         pass
+
+
+@pytest.fixture
+def burner() -> Iterator[int]:
+    yield from burning(30)
 
 
 def test_reads_this_machine_and_tells_our_tree_from_others(burner: int) -> None:

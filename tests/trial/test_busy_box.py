@@ -8,27 +8,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from _support import free_port
-from tests.bench.test_boxstate import orphan_burner
+from tests.bench.test_boxstate import burning
 
 FAST = ["workload=smoke", "workload.coding=off", "server.sim.load_seconds=0.2", "mlflow.enabled=false"]
 
 
 @pytest.fixture
 def burner() -> Iterator[int]:
-    pid = orphan_burner(120)
-    time.sleep(0.3)
-    yield pid
-    try:
-        os.kill(pid, 9)
-    except ProcessLookupError:
-        pass
+    yield from burning(120)
 
 
 def sweep(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:

@@ -41,6 +41,15 @@ def test_decide_races_the_open_level_and_the_copies_pool(tmp_path: Path) -> None
     would = [line for line in plan.stdout.splitlines() if line.startswith("would run")]
     assert len(would) == 2 and all("at ctx 60 x conc 2" in line for line in would), plan.stdout
     assert not list(grid.rglob("decide"))  # a dry run runs nothing
+    from sweep.io import dirlock
+
+    held = dirlock.acquire(grid / "decide")  # one decider per directory: a second is refused in one line
+    try:
+        busy = run(tmp_path, "-m", "sweep.decide", "--dir", str(grid), "--max-trials", "2", "mlflow.enabled=false")
+    finally:
+        held.release()
+    assert busy.returncode == 2 and "in use" in busy.stderr and busy.stderr.count("\n") == 1, busy.stderr
+    assert not list((grid / "decide").rglob("result.json"))
     for _ in range(2):  # twice: the second writes beside the first, never over it
         done = run(tmp_path, "-m", "sweep.decide", "--dir", str(grid), "--max-trials", "2",
                    "mlflow.enabled=false", f"server.port={port}")
