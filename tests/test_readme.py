@@ -136,6 +136,8 @@ REVIEWED_SKIPS = (
     "python -m sweep server=vllm spec=ngram spec.budget=8 'spec.p",  # a full edit matrix on vLLM (hours);
     # tests/engines/test_vllm_dynamic.py runs a table from YAML on the real engine
     "python -m sweep.schedule --dir D --export vllm",  # a template (D: your measurement's dir)
+    "python -m sweep.sim.predict --config-dir ~/myconf",  # reads the user's home; tests/sim/
+    # test_twin_gpu_parts.py writes the page's two files to a stand-in home and runs the command as printed
 )
 
 

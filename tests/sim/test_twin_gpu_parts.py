@@ -108,3 +108,30 @@ def test_a_setup_the_twin_cannot_model_is_refused_in_one_line() -> None:
         assert proc.returncode == 2 and proc.stdout == ""
         assert len(proc.stderr.strip().splitlines()) == 1
         assert proc.stderr.startswith(f"error: {key}: ") and "not modelled" in proc.stderr
+
+
+def test_the_config_pages_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/config.md's ``--config-dir ~/myconf`` example (skipped by tests/test_readme.py: it reads the
+    user's home): its two YAML blocks saved where the page says, under a stand-in home, and its command
+    run exactly as the page prints it, the home swapped for that directory."""
+    import re
+    import shlex
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import readme_blocks
+
+    page = ROOT / "docs" / "config.md"
+    text = page.read_text(encoding="utf-8")
+    home = tmp_path / "home"
+    files = re.findall(r"^`~/(myconf/[\w/]+\.yaml)`[^\n]*\n(?:[^\n]*\n)*?```yaml\n(.*?)```", text, re.M | re.S)
+    assert sorted(name for name, _ in files) == ["myconf/hardware/mybox.yaml", "myconf/model/mymodel.yaml"]
+    for name, body in files:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(body, encoding="utf-8")
+    [block] = [b for b in readme_blocks.blocks(page, "docs/config.md") if "--config-dir ~/myconf" in b.commands[0].text]
+    assert block.skip and "tests/sim/test_twin_gpu_parts.py" in block.skip
+    argv = shlex.split(block.commands[0].text.replace("~/myconf", str(home / "myconf")))
+    assert argv[:3] == ["python", "-m", "sweep.sim.predict"]
+    proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "acceptance: given" in proc.stdout and "gpu-vllm" in proc.stdout, proc.stdout
