@@ -375,7 +375,10 @@ def _check_per_load(spec: Spec, server: Server) -> None:
     # A spec whose form for this engine does not render the table would launch at spec.budget on
     # every load, silently: refused (the simulator takes it as its own --sim-per-load flag).
     table = [list(row) for row in spec.per_load or ()]
-    if table and not server.simulated and not _renders(spec.render.get(server.flavor), table):
+    form = spec.render.get(server.flavor)
+    if form is None:
+        return  # no form for this engine at all: the render says so in its own line
+    if table and not server.simulated and not _renders(form, table):
         raise ConfigError("spec.per_load", f"spec={spec.algorithm}'s {server.flavor} form renders no "
                           "per-load table (spec.render." f"{server.flavor} has no ${{spec.per_load}})")
 
