@@ -26,7 +26,9 @@ def test_record_a_landscape_and_calibrate_the_cpu_box_from_it(engine, tmp_path: 
         [sys.executable, str(ROOT / "benchmarks" / "record_landscape.py"), "--engine", "llamacpp",
          "--configs", "none,ngram-b8-min2", "--rounds", "2", "--contexts", "64", "--concurrency", "1,2",
          "--max-tokens", "24", "--out", str(out), "--work", str(tmp_path / "work"), "workload.min_requests=2",
-         "workload.warmup_requests=0"],
+         # CI's box is busy with the rest of the suite by design: the recording's mechanics are tested
+         # here, marked, not refused (its wait-then-refuse default: tests/trial/test_busy_box.py)
+         "workload.warmup_requests=0", "workload.busy_box=mark"],
         cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -48,7 +50,7 @@ def test_record_a_landscape_and_calibrate_the_cpu_box_from_it(engine, tmp_path: 
         [sys.executable, str(ROOT / "benchmarks" / "record_landscape.py"), "--engine", "llamacpp",
          "--configs", "none,ngram-b8-min2", "--rounds", "2", "--contexts", "64", "--concurrency", "1,2",
          "--max-tokens", "24", "--out", str(tmp_path / "again.json"), "--work", str(tmp_path / "work"),
-         "workload.min_requests=2", "workload.warmup_requests=0"],
+         "workload.min_requests=2", "workload.warmup_requests=0", "workload.busy_box=mark"],
         cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and json.loads((tmp_path / "again.json").read_text())["points"] == points
     cal = subprocess.run([sys.executable, "-m", "sweep.calibrate", "-o", str(tmp_path / "cal"), str(out)],
