@@ -34,6 +34,8 @@ from typing import Any, Sequence
 
 from sweep.errors import ConfigError
 
+FORMAT = "specsweep.dynamic/1"  # what sweep.report.dynamic writes (compose sits below report: not imported)
+
 MAX_BYTES = 16 * 1024 * 1024   # an export is ~10 kB a table
 KEY = "--file"
 ENGINES = ("vllm", "sim")      # sweep.report.dynamic_export.ENGINES: servers whose YAML renders spec.per_load
@@ -75,7 +77,6 @@ def read(path: str | Path) -> dict[str, Any]:
     """The export's document, read by the one reader; ConfigError naming ``--file`` otherwise."""
     from sweep.compose import yaml_guard
     from sweep.io import readback
-    FORMAT = "specsweep.dynamic/1"  # sweep.report.dynamic.FORMAT (compose sits below report)
 
     try:
         text = readback.read_text(path, limit=MAX_BYTES)

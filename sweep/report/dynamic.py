@@ -47,7 +47,6 @@ from sweep.score.metrics import load_of, ok_cells, slo_of
 from sweep.score.noise import spread_of
 from sweep.stats.slo import Slo
 
-FORMAT = "specsweep.dynamic/1"
 # how much a cell measured: what a verification must repeat (a recorded landscape keeps them composed)
 _MEASURED_SIZE = ("max_tokens", "requests_per_cell", "min_requests", "warmup_requests")
 _NOT_FAMILY = ("spec.budget=", "spec.per_load=")
