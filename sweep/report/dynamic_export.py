@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from sweep.report.dynamic import FORMAT, Table, table_text
+from sweep.compose.dynamic_read import FORMAT
+from sweep.report.dynamic import Table, table_text
 from sweep.report.dynamic import _overrides as family_overrides
 
 ENGINES = ("vllm", "sim")  # servers whose YAML renders spec.per_load (the others refuse it)
