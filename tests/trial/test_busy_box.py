@@ -69,6 +69,6 @@ def test_doctor_shows_the_box_state_and_the_policy(tmp_path: Path, burner: int) 
     lines = out.stdout.splitlines()
     first = next(i for i, line in enumerate(lines) if "box state" in line)
     rest = [line.split("│")[1:4] for line in lines[first:] if line.startswith("│")]
-    row = " ".join(" ".join(part.strip() for part in cells) for cells in rest)  # the row's folded lines
+    row = " ".join(" ".join(" ".join(cells).split()) for cells in rest)  # the row's folded lines, one space each
     assert "warn" in row and f"(pid {burner})" in row and "load average" in row
     assert "workload.busy_box=wait (waits up to 120 s)" in row
