@@ -16,19 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sweep import secrets
-from sweep.launch import BACKENDS
+from sweep.launch import LAUNCH_REASONS
 from sweep.errors import EXIT_FAILED, SweepError
 
 if TYPE_CHECKING:
     from sweep.launch import Endpoint, Launch, LauncherSettings
 
-# Reasons a launch fails on any backend; launchers.classify mines the first eight from logs.
-COMMON_REASONS = (
-    "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
-    "port_in_use", "timeout", "crashed", "unknown",
-)
-# ... and those each backend declares for itself (sweep.launch.BACKENDS: ssh_*, SLURM's job states).
-REASONS = COMMON_REASONS + tuple(dict.fromkeys(r for b in BACKENDS.values() for r in b.reasons))
+# Reasons a launch fails: the common ones and each backend's own (ssh_*, SLURM's job states),
+# declared once in sweep.launch.
+REASONS = LAUNCH_REASONS
 
 
 class LaunchFailure(SweepError):

@@ -233,6 +233,20 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
+# Reasons a launch fails on any backend; launchers.classify mines the first eight from logs.
+LAUNCH_REASONS = (
+    "cuda_graph", "oom", "missing_module", "python_headers", "model_missing", "bad_flag",
+    "port_in_use", "timeout", "crashed", "unknown",
+) + tuple(dict.fromkeys(r for b in BACKENDS.values() for r in b.reasons))
+# ... and a trial's own (sweep/trial/run.py, the search sweeper): every reason a result.json
+# can carry, declared once so ``resume.deterministic_failures`` is checked against it.
+TRIAL_REASONS = (
+    "bench_errors", "busy_box", "disk_full", "error", "interrupted", "pruned",
+    "config_error", "compose_error", "exception", "no_objective",
+)
+FAILURE_REASONS = LAUNCH_REASONS + TRIAL_REASONS
+
+
 def backend(name: str) -> Backend:
     """The table's entry for ``launcher.name`` (KeyError for an unknown name: the key
     table refuses those before anything asks)."""

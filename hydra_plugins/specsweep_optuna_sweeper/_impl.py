@@ -58,6 +58,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _reasons(value: Any) -> list[str]:
+    """``hydra.sweeper.deterministic_failures``, each a failure reason a result can carry (a typo
+    would never match, and the config it names would be started again every trial)."""
+    from sweep.compose.bounds import check_rule
+    from sweep.compose.keys import RULES
+
+    return list(check_rule("hydra.sweeper.deterministic_failures", list(value),
+                           RULES["resume.deterministic_failures"]))
+
+
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -127,7 +137,7 @@ class Settings:
             study_name=g.get("study_name"), storage=g.get("storage"),
             params=dict(g.get("params") or {}),
             enqueue=[_flatten(e) for e in (g.get("enqueue") or [])],
-            deterministic=list(g.get("deterministic_failures") or DETERMINISTIC_FAILURES),
+            deterministic=_reasons(g.get("deterministic_failures") or DETERMINISTIC_FAILURES),
             reuse_completed=bool(g.get("reuse_completed", True)),
             requeue_interrupted=bool(g.get("requeue_interrupted", True)),
             trial_number_key=str(g.get("trial_number_key") or "optuna.trial_number"),

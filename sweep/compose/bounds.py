@@ -605,6 +605,7 @@ KINDS: dict[str, Callable[[str, Any, Rule], Any]] = {
     "host": _as_host, "ssh_host": _as_ssh_host, "gateway": _as_gateway, "unit": _as_unit,
     "path": _as_local_path, "abspath": _as_abspath, "remote_dir": _as_remote_dir, "uri": _as_uri,
     "paths": _list_of(_as_local_path, "paths"), "strs": _as_words,
+    "enums": _list_of(_as_enum, "names"),
     "file": _as_file, "outdir": _as_outdir, "subpath": _as_subpath, "storage": _as_storage,
     "directions": _as_directions,
     "ints": _as_ints, "floats": _list_of(_as_float, "numbers", scalar_ok=False),
@@ -795,7 +796,7 @@ def markdown() -> str:
         if rule.kind in ("int", "float", "ints", "floats", "per_load"):
             allowed = (f"{'> ' if rule.lo_open else ''}{_fmt(rule.lo)} .. {_fmt(rule.hi)}"
                        if rule.lo is not None and rule.hi is not None else "")
-        elif rule.kind == "enum":
+        elif rule.kind in ("enum", "enums"):
             allowed = ", ".join("null" if c is None else str(c).lower() if isinstance(c, bool) else str(c)
                                 for c in rule.choices)
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.launch import BACKENDS
+from sweep.launch import BACKENDS, FAILURE_REASONS
 
 # ---------------------------------------------------------------------------- maxima
 MAX_GPUS = 1024            # GPUs in one box
@@ -117,7 +117,7 @@ RULES: dict[str, Rule] = {
     "baseline.auto_run": _enum(True, False, "auto"),  # auto: real engines only (not server=sim)
     "results.search_dirs": Rule("paths"),
     "resume.rerun_failed": BOOL,
-    "resume.deterministic_failures": Rule("strs"),
+    "resume.deterministic_failures": Rule("enums", choices=FAILURE_REASONS),  # a typo never matched
     "secret_names": Rule("strs"),
     # -- hardware
     "hardware.name": REQUIRED_NAME,
