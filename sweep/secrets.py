@@ -58,6 +58,8 @@ _ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_+~][\w.+~-]*)(?P<sep>=|:[ \t]*)(?P<q
                          r"(?P<value>[^\s'\",)\]}]+)")
 _FLAG_VALUE = re.compile(r"(?P<flag>--[A-Za-z][\w-]*)(?P<sep>[ \t]+|,)(?P<quote>['\"]?)"
                          r"(?P<value>[^\s'\",\]}]+)")
+# one more value of a sweep after a secret's (``,b`` of ``api_key=a,b``), not a next assignment
+_SWEPT_VALUE = re.compile(r",(?![\w.+~-]*[=:])[^\s'\",)\]}]+")
 # user:password@ in a URL (a tracking URI of a database or a server)
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][\w+.-]*://[^\s:/@]+:)(?P<password>[^\s@/]+)(?=@)")
 
@@ -250,19 +252,33 @@ def _maskable(value: str) -> bool:
     return secret_value(value) is not None and not _number(value)
 
 
-def _mask_assignments(text: str) -> str:
-    def assignment(m: re.Match[str]) -> str:
-        if not is_secret_name(m.group("name")) or not _maskable(m.group("value")):
-            return m.group(0)
-        return f"{m.group('name')}{m.group('sep')}{m.group('quote')}{MASK}"
+def _scan_assignments(text: str) -> str:
+    """Every ``name=value`` / ``name: value`` with a secret name, its value masked -- and the
+    values a sweep lists after it (``server.api_key=a,b``). A non-secret match gives up only its
+    name: its "value" may be the next assignment (``error: server.api_key: sk-...``)."""
+    out: list[str] = []
+    pos = 0
+    while m := _ASSIGNMENT.search(text, pos):
+        out.append(text[pos:m.start("value")])
+        if is_secret_name(m.group("name")) and _maskable(m.group("value")):
+            out.append(MASK)
+            pos = m.end()
+            while more := _SWEPT_VALUE.match(text, pos):
+                pos = more.end()
+        else:
+            pos = m.start("value")
+    out.append(text[pos:])
+    return "".join(out)
 
+
+def _mask_assignments(text: str) -> str:
     def flag_value(m: re.Match[str]) -> str:
         if not is_secret_flag(m.group("flag")) or not _maskable(m.group("value")):
             return m.group(0)
         return f"{m.group('flag')}{m.group('sep')}{m.group('quote')}{MASK}"
 
     if "=" in text or ":" in text:
-        text = _ASSIGNMENT.sub(assignment, text)
+        text = _scan_assignments(text)
     if "--" in text:
         text = _FLAG_VALUE.sub(flag_value, text)
     if "://" in text:

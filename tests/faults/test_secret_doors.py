@@ -114,3 +114,24 @@ def test_the_job_script_is_checked_where_it_is_written(tmp_path: Path, monkeypat
     with pytest.raises(SubmitError, match="would hold a secret"):
         jobs._write("t-0", ["python", "-m", "sweep"], tmp_path / "0", tmp_path)
     assert not (tmp_path / "0" / "slurm" / "job.sh").exists()
+
+
+@pytest.mark.parametrize("value", [f"{KEY},{KEY}-2", f"{KEY}-1,{KEY}-2,{KEY}-3"])
+def test_a_secret_given_as_a_sweep_without_m_is_named_not_shown(tmp_path: Path, value: str) -> None:
+    """``server.api_key=a,b`` without -m: the "several values, a sweep" line printed the key's
+    values (the key's own ``name: value`` was swallowed by the ``error:`` before it, and the
+    values after the first comma were never masked)."""
+    out = subprocess.run([sys.executable, "-m", "sweep", "dry_run=true", f"server.api_key={value}"], cwd=tmp_path,
+                         env=subprocess_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert KEY not in out.stdout + out.stderr
+    assert out.stderr.strip().splitlines()[-1] == ("error: server.api_key: *** is several values, a sweep: add -m "
+                                                   "(python -m sweep -m dry_run=true server.api_key=***)")
+
+
+def test_masking_reads_past_a_name_that_is_no_secret() -> None:
+    from sweep import secrets
+
+    assert secrets.mask_text(f"error: server.api_key: {KEY} is bad") == "error: server.api_key: *** is bad"
+    assert secrets.mask_text(f"api_key={KEY},port=3") == "api_key=***,port=3"  # the next assignment stays
+    assert secrets.mask_text("x: y: z, budget=8") == "x: y: z, budget=8"
