@@ -418,7 +418,8 @@ class OptunaSweeperImpl:
             executed=pool_run.executed() if pool_run is not None else loop.executed,
             spread=_spread(self.config))
         if interrupted is None and _per_load.is_per_load(s.metrics):
-            _per_load.finish(sweep_dir, s.verify_rounds, str(OmegaConf.select(self.config, "server.name") or ""))
+            _per_load.finish(sweep_dir, s.verify_rounds, str(OmegaConf.select(self.config, "server.name") or ""),
+                             arguments)
         resume = "the same command"
         if s.storage is None or (hosts and s.storage == _pool.default_storage(sweep_dir)):
             resume += f" hydra.sweep.dir={sweep_dir}"

@@ -27,8 +27,33 @@ def is_per_load(metrics: Sequence[str] | None) -> bool:
     return bool(metrics) and all(LOAD_METRIC.match(str(m)) for m in metrics or ())
 
 
-def finish(sweep_dir: Path, rounds: int, engine: str) -> None:
-    """Derive, print and write the table; verify it when ``rounds`` (else print how)."""
+# what the study's own command line sets that the verification must not take from it: the config's
+# identity and the engine (the table's runs set them), the workload and the objective (the table's
+# context and loads), Hydra's and the search's settings
+_NOT_PASSED = ("spec", "workload", "objective", "hydra", "optuna", "server", "model", "hardware")
+
+
+def passed_on(arguments: Sequence[str]) -> list[str]:
+    """The study's overrides its verification runs with too: how the server is reached and launched
+    (``server.executable``, ``server.api_key``, ``launcher.*``, ``hardware.cpu.threads_bind``...).
+    The export carries only the identity knobs (it is read back as data, never as a launch), so
+    without these the verification measured a server other than the one the study searched."""
+    from sweep.compose.cmdline import fixed_overrides
+
+    out = []
+    for line in fixed_overrides(arguments):
+        key = line.lstrip("+~").split("=", 1)[0]
+        if "=" not in line or key.startswith("hydra/") or (key in _NOT_PASSED and "." not in key):
+            continue
+        if key.split(".")[0] in _NOT_PASSED[:5]:
+            continue
+        out.append(line)
+    return out
+
+
+def finish(sweep_dir: Path, rounds: int, engine: str, arguments: Sequence[str] = ()) -> None:
+    """Derive, print and write the table; verify it when ``rounds`` (else print how), with the
+    study's own launch overrides (:func:`passed_on`)."""
     import yaml
 
     from sweep.io.atomic import write_atomic_text
@@ -49,12 +74,18 @@ def finish(sweep_dir: Path, rounds: int, engine: str) -> None:
         print("\n".join(text_lines(t, engine, r)) + "\n")
     path = write_atomic_text(sweep_dir / f"dynamic-{engine}.yaml", yaml.safe_dump(doc, sort_keys=False, width=110))
     print(f"per-load table: {path}")
-    cmd = [sys.executable, "-m", "sweep.verify_dynamic", "--dir", str(sweep_dir), "--rounds", str(rounds or 3)]
+    import shlex
+
+    from sweep import secrets
+
+    cmd = [sys.executable, "-m", "sweep.verify_dynamic", "--dir", str(sweep_dir), "--rounds", str(rounds or 3),
+           *passed_on(arguments)]
+    shown = secrets.mask_text(shlex.join(cmd[2:]))
     if not rounds or not any(t.usable for t in tables):
-        print("verify it: python -m " + " ".join(cmd[2:]))
+        print("verify it: python -m " + shown)
         return
     from launchers.registry import stop_all
 
     stop_all()  # the study's last server: the verification starts its own
-    print(f"verifying it ({rounds} rounds): python -m {' '.join(cmd[2:])}", flush=True)
+    print(f"verifying it ({rounds} rounds): python -m {shown}", flush=True)
     subprocess.run(cmd, check=False)

@@ -62,11 +62,12 @@ def test_per_load_study_searches_the_budget_per_load_and_ends_with_the_table(tmp
     printed and written (dynamic-sim.yaml), and the command that verifies it is printed."""
     storage = f"sqlite:///{tmp_path}/study.db"
     sweep_dir = tmp_path / "sweep"
+    port = free_port()
     proc = subprocess.run([
         sys.executable, "-m", "sweep", "-m", "hydra/sweeper=optuna", "hydra/sweeper/space=per_load",
         "hydra.sweeper.n_trials=3", f"hydra.sweeper.storage={storage}", "hydra.sweeper.plots.enabled=false",
         "spec.budget=choice(4,8)", "workload=smoke", "workload.concurrency=[1,8]", "workload.max_tokens=48",
-        "server.sim.load_seconds=0.2", "mlflow.enabled=false", f"server.port={free_port()}",
+        "server.sim.load_seconds=0.2", "mlflow.enabled=false", f"server.port={port}",
         f"hydra.sweep.dir={sweep_dir}"], cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study = load(storage, "b300-ddtree-smoke-per-load")
@@ -74,7 +75,9 @@ def test_per_load_study_searches_the_budget_per_load_and_ends_with_the_table(tmp
     assert {t.params["spec.budget"] for t in study.trials} <= {4, 8} and set(study.best_trials[0].params) == {
         "spec.budget"}
     assert "per-load table: b300 (tp8) · kimi_k26 · smoke" in proc.stdout
-    assert f"verify it: python -m sweep.verify_dynamic --dir {sweep_dir} --rounds 3" in proc.stdout
+    # the study's own launch overrides go with it (the export carries only the identity knobs)
+    assert (f"verify it: python -m sweep.verify_dynamic --dir {sweep_dir} --rounds 3 server.sim.load_seconds=0.2 "
+            f"mlflow.enabled=false server.port={port}\n") in proc.stdout
     doc = yaml.safe_load((sweep_dir / "dynamic-sim.yaml").read_text())
     [table] = doc["tables"]
     assert table["budgets"] == [4, 8] and [lv["load"] for lv in table["levels"]] == [1, 8]

@@ -126,3 +126,17 @@ def test_best_rerun_line_drops_the_host_pool() -> None:
     trial = optuna.trial.create_trial(params={"spec.budget": 8}, distributions=space.distributions,
                                       value=1.0)
     assert overrides_of(trial, space) == ["workload=smoke", "spec.budget=8"]
+
+
+def test_a_per_load_studys_verification_gets_its_launch_overrides() -> None:
+    """Identity, workload, objective and Hydra's settings come from the table; how the server is
+    launched and reached comes from the study's command line (the export never carries it)."""
+    from hydra_plugins.specsweep_optuna_sweeper._per_load import passed_on
+
+    assert passed_on(["hydra/sweeper=optuna", "hydra.sweeper.n_trials=3", "server=vllm", "server.api_key=sk-abcdefg",
+                      "hardware=cpu", "hardware.cpu.threads_bind=1", "spec=ngram", "spec.budget=1,2,4",
+                      "workload=edit", "workload.max_tokens=64", "objective.metrics=x", "optuna.seed=1",
+                      "launcher=ssh", "launcher.host=h", "model=smollm2", "model.path=/m",
+                      "server.executable=[/opt/v/bin/vllm,serve]"]) == [
+        "server.api_key=sk-abcdefg", "hardware.cpu.threads_bind=1", "launcher=ssh", "launcher.host=h",
+        "model.path=/m", "server.executable=[/opt/v/bin/vllm,serve]"]
