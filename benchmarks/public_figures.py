@@ -8,8 +8,8 @@ priors, ``priors.yaml``) and written as calibration files ``gpu-<engine>.yaml`` 
 with no calibration of its own runs on (sweep/sim/constants.py, docs/simulator.md):
 
 * per engine (SGLang, vLLM, TensorRT-LLM): ``step_overhead_ms``, ``layer_overhead_us``,
-  ``spec_overhead_ms``, ``request_overhead_us``;
-* shared by every engine (the GPU kernels): ``dense_mem_eff``, ``moe_mem_eff``, ``compute_eff``.
+  ``spec_overhead_ms``, ``draft_step_overhead_ms``, ``request_overhead_us``, ``dense_mem_eff``;
+* shared by every engine (the GPU kernels): ``moe_mem_eff``, ``compute_eff``.
 
 Printed per setup and overall: median and worst |error| of tok/s (aggregate or per user, as the
 row gives; a TPOT row as 1000 / TPOT) and of the speedup over no speculation (rows paired with a
@@ -45,7 +45,8 @@ if str(ROOT) not in sys.path:
 FIGURES = ROOT / "benchmarks" / "public" / "gpu_figures.yaml"
 SHIPPED = ROOT / "sweep" / "sim" / "calibrations"
 ENGINES = ("sglang", "vllm", "trtllm")
-PER_ENGINE = ("step_overhead_ms", "layer_overhead_us", "spec_overhead_ms", "request_overhead_us", "dense_mem_eff")
+PER_ENGINE = ("step_overhead_ms", "layer_overhead_us", "spec_overhead_ms", "draft_step_overhead_ms",
+              "request_overhead_us", "dense_mem_eff")
 SHARED = ("moe_mem_eff", "compute_eff")
 ROW_SD = 0.1      # the log error a row is weighed with against the priors (the model's, not the noise)
 LEVEL = 0.8
@@ -357,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {s['id']}: {why}")
     for why in left_out:
         print(f"  {why}")
-    print("\nconstants (in-sample fit; per engine: step ms, layer us, spec ms, request us; shared: dense/moe mem eff, "
+    print("\nconstants (in-sample fit; per engine: step ms, layer us, spec ms, draft step ms, request us, dense mem eff; shared: dense/moe mem eff, "
           "compute eff):")
     for e in ENGINES:
         v = values_for(z, e)

@@ -173,7 +173,8 @@ def _draft_ms(b: Box, c: Mapping[str, float], s: Shape, batch: int, context_sum:
     gpu = _roofline(mem, flops / (b.flops * c["compute_eff"]), c)
     comm = 2 * layers * allreduce_s(b, c, tokens * b.h * 2.0, b.tp) \
         + all_gather_s(b, c, tokens * b.vocab * 2.0, b.tp)  # its logits, vocab-parallel like the target's
-    return s.forwards * ((gpu + comm) * 1e3 + layers * layer_us * 1e-3)
+    step = c["draft_step_overhead_ms"] if s.fam not in BLOCK_FAMILIES else 0.0  # a head's loop, per forward
+    return s.forwards * ((gpu + comm) * 1e3 + layers * layer_us * 1e-3 + step)
 
 
 def draft_forwards(s: Shape, c: Mapping[str, float]) -> float:
