@@ -55,8 +55,6 @@ if str(ROOT) not in sys.path:
 
 from sweep import errors  # noqa: E402 - after the path the script runs from
 
-# A recording waits up to 5 minutes for a busy box, then refuses it (overrides can say otherwise).
-BUSY_POLICY = ["workload.busy_box=refuse", "workload.busy_wait_s=300"]
 TARGET_DRAFT = "model.draft_paths.draft=${model.path}"  # the target drafts for itself: full acceptance
 
 
@@ -183,6 +181,8 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
                 docs[name] = doc
         return docs
 
+    from sweep.bench.boxstate import refused
+
     found = results() if run_dir.is_dir() else {}
     if found and all(d is not None and not refused(d) for d in found.values()):  # a refused trial runs again
         return found
@@ -203,14 +203,6 @@ def _run_trial(overrides: list[str], workloads: list[str], run_dir: Path,
         except subprocess.TimeoutExpired:
             pass
     return results()
-
-
-def refused(doc: dict[str, Any] | None) -> str | None:
-    """The one line of a trial the busy-box policy refused (None: it was not refused)."""
-    from sweep.bench.boxstate import REASON
-
-    failure = (doc or {}).get("failure") or {}
-    return str(failure.get("message") or "") if failure.get("reason") == REASON else None
 
 
 def run_entry(cid: str, workload: str, rnd: int, doc: dict[str, Any]) -> dict[str, Any]:
@@ -390,9 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     workloads = args.workloads.split(",") if args.workloads else list(spec["workloads"])
     workload_over = [f"workload.contexts=[{args.contexts}]", f"workload.concurrency=[{args.concurrency}]",
                      f"workload.max_tokens={args.max_tokens}", "workload.repeats=1", "workload.coding=off"]
-    given = {o.partition("=")[0] for o in args.extra}  # the user's own policy replaces the recording's
-    base = [*spec["base"], *workload_over, *[o for o in BUSY_POLICY if o.partition("=")[0] not in given],
-            *args.extra]
+    from sweep.bench.boxstate import recording_policy, refused
+
+    base = [*spec["base"], *workload_over, *recording_policy(args.extra), *args.extra]  # the user's policy wins
     from sweep.compose.cmdline import compose
     from sweep.compose.config import from_omegaconf
     from sweep.sim.landscape import write as write_landscape

@@ -304,6 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     secrets.remember(secrets.found_in(given))  # an api key given here is masked wherever it would appear
     args = _parse(argv)
     _own_keys_refused(args.overrides)
+    from sweep.bench.boxstate import recording_policy
+
+    # a verification is a recording: it waits for a busy box, then refuses it (the user's policy wins)
+    args.overrides = [*recording_policy(args.overrides), *args.overrides]
     root = args.dir.resolve()
     tables = _tables(args)
     line = secrets.mask_text("python -m sweep.verify_dynamic " + " ".join(secrets.mask_argv(given))).strip()
@@ -342,7 +346,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                     code = run_tied(cmd, stdout=log, stderr=subprocess.STDOUT)
                 if code != 0:
                     print(f"  exit {code}: see {run_dir / 'verify.log'}", file=sys.stderr)
+                if busy := _refused_in(run_dir):
+                    print(f"{busy}\nstopped: round {rnd} {u.label} was refused; {run_root} holds the runs before "
+                          "it (run the same command again on a quiet box: a rerun adds new rounds)", file=sys.stderr)
+                    report(root, tables, line)
+                    return 1
         return report(root, tables, line)
+
+
+def _refused_in(run_dir: Path) -> str | None:
+    """The busy-box policy's line when a trial of this run was refused (sweep/bench/boxstate.py)."""
+    from sweep.bench.boxstate import refused
+    from sweep.record.result import iter_results
+
+    return next((r for _, doc in iter_results(run_dir) if (r := refused(doc.to_dict()))), None)
 
 
 def _schedule(units: Sequence[Unit], rounds: int, run_root: Path) -> list[tuple[int, int, Unit, Path]]:

@@ -122,6 +122,9 @@ def test_cells_carry_their_box_state_points_are_busy_when_a_round_was_and_a_refu
     landscape.write(path, doc, argv=[])
     landscape.load(path)  # the reader of landscapes takes the state (checked as a result cell's)
     line = "refused: the box is busy before the trial (workload.busy_box=refuse, waited 300 s): ..."
-    assert mod.refused({"status": "failed", "failure": {"reason": "busy_box", "message": line}}) == line
-    assert mod.refused(runs["none"][0]) is None
-    assert mod.BUSY_POLICY == ["workload.busy_box=refuse", "workload.busy_wait_s=300"]
+    from sweep.bench.boxstate import recording_policy, refused
+
+    assert refused({"status": "failed", "failure": {"reason": "busy_box", "message": line}}) == line
+    assert refused(runs["none"][0]) is None
+    assert recording_policy([]) == ["workload.busy_box=refuse", "workload.busy_wait_s=300"]
+    assert recording_policy(["workload.busy_box=mark"]) == ["workload.busy_wait_s=300"]  # the user's wins

@@ -31,6 +31,8 @@ def is_per_load(metrics: Sequence[str] | None) -> bool:
 # identity and the engine (the table's runs set them), the workload and the objective (the table's
 # context and loads), Hydra's and the search's settings
 _NOT_PASSED = ("spec", "workload", "objective", "hydra", "optuna", "server", "model", "hardware")
+# ... but the busy-box policy is how to measure, not what: the study's goes with it
+_POLICY = ("workload.busy_box", "workload.busy_wait_s", "workload.busy_load")
 
 
 def passed_on(arguments: Sequence[str]) -> list[str]:
@@ -45,7 +47,7 @@ def passed_on(arguments: Sequence[str]) -> list[str]:
         key = line.lstrip("+~").split("=", 1)[0]
         if "=" not in line or key.startswith("hydra/") or (key in _NOT_PASSED and "." not in key):
             continue
-        if key.split(".")[0] in _NOT_PASSED[:5]:
+        if key.split(".")[0] in _NOT_PASSED[:5] and key not in _POLICY:
             continue
         out.append(line)
     return out

@@ -51,6 +51,21 @@ TOP_PROCS = 8            # other processes listed per state, the busiest first
 SETTLE_WINDOW_S = 1.0    # the window a settle check measures over
 POLICIES = ("mark", "wait", "refuse")
 REASON = "busy_box"      # the failure reason of a trial the policy refused
+# A recording (a landscape, a verification) waits up to 5 minutes for a busy box, then refuses it:
+# what it measures is kept and compared later, so a busy neighbour must not slip in unsaid.
+RECORDING_POLICY = ("workload.busy_box=refuse", "workload.busy_wait_s=300")
+
+
+def recording_policy(overrides: Sequence[str]) -> list[str]:
+    """:data:`RECORDING_POLICY` where ``overrides`` do not set the key themselves (theirs win)."""
+    given = {o.lstrip("+~").partition("=")[0] for o in overrides}
+    return [o for o in RECORDING_POLICY if o.partition("=")[0] not in given]
+
+
+def refused(doc: Mapping[str, Any] | None) -> str | None:
+    """The one line of a trial the busy-box policy refused (None: it was not refused)."""
+    failure = (doc or {}).get("failure") or {}
+    return str(failure.get("message") or "") if failure.get("reason") == REASON else None
 
 
 class Busy(Exception):

@@ -292,7 +292,9 @@ def test_verify_runs_every_arm_each_round_in_rotated_order(measured: Path) -> No
 
     # every run of the command has a dir of its own under verify/ (a rerun never writes where one ran)
     assert "workload.contexts=[1024]" in first and re.search(
-        re.escape("baseline.auto_run=false workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
+        # a verification is a recording: it waits for a busy box, then refuses it, unless told otherwise
+        re.escape("baseline.auto_run=false workload.busy_box=refuse workload.busy_wait_s=300 "
+                  "workload.requests_per_cell=4 hydra.sweep.dir=" + str(measured.resolve())
                   + "/verify/") + r"[\w-]+/round1/0-dynamic1$", first), first
 
 
@@ -343,7 +345,9 @@ def test_measure_export_and_verify_on_the_simulator(tmp_path: Path) -> None:
     else:
         extra = []
     # the simulator's timing and the port are launch plumbing: from this command line, never from the export
-    plumbing = ["server.sim.time_scale=0.02", "server.sim.load_seconds=0.2", f"server.port={free_port()}"]
+    # (and a CI box running other tests beside this one is busy: measured and marked, not refused)
+    plumbing = ["server.sim.time_scale=0.02", "server.sim.load_seconds=0.2", f"server.port={free_port()}",
+                "workload.busy_box=mark"]
     out = run("sweep.verify_dynamic", "--dir", str(tmp_path), "--rounds", "1", *extra, "mlflow.enabled=false",
               *plumbing)
     assert "not taken from the file" in out.stderr and "server.sim.time_scale=0.02" in out.stderr
@@ -378,3 +382,32 @@ def test_an_api_key_never_reaches_verify_yaml(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr()
     written = (root / "verify.yaml").read_text()
     assert "server.api_key=***" in written and secret not in written + out.out + out.err
+
+
+@pytest.fixture
+def busy_neighbour() -> Any:
+    from tests.bench.test_boxstate import burning
+
+    yield from burning(120)
+
+
+def test_a_verification_waits_then_refuses_a_busy_box_and_says_so(tmp_path: Path, busy_neighbour: int) -> None:
+    """``python -m sweep.verify_dynamic`` is a recording: the first arm's trial is refused on the busy
+    box (no server started), the verification stops with the policy's line and where its runs are."""
+    import json
+
+    from _support import free_port
+
+    root = tmp_path / "sweep"
+    for i, k in enumerate((0, 8, 4, 2)):
+        write(root / str(i) / "result.json", k, TOK_S[k])
+    _export(root)
+    out = verify_cli("--dir", str(root), "--rounds", "2", "workload.busy_wait_s=2", "workload.busy_load=0.1",
+                     "mlflow.enabled=false", f"server.port={free_port()}")
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    stop = next(i for i, line in enumerate(lines) if line.startswith("stopped: round 1 "))
+    assert lines[stop - 1].startswith("refused: the box is busy before the trial (workload.busy_box=refuse, waited")
+    assert f"pid {busy_neighbour}" in lines[stop - 1]
+    refused = [json.loads(p.read_text()) for p in (root / "verify").rglob("result.json")]
+    assert len(refused) == 1 and refused[0]["failure"]["reason"] == "busy_box" and refused[0]["server"] is None

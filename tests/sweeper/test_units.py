@@ -135,8 +135,10 @@ def test_a_per_load_studys_verification_gets_its_launch_overrides() -> None:
 
     assert passed_on(["hydra/sweeper=optuna", "hydra.sweeper.n_trials=3", "server=vllm", "server.api_key=sk-abcdefg",
                       "hardware=cpu", "hardware.cpu.threads_bind=1", "spec=ngram", "spec.budget=1,2,4",
-                      "workload=edit", "workload.max_tokens=64", "objective.metrics=x", "optuna.seed=1",
+                      "workload=edit", "workload.max_tokens=64", "workload.busy_box=mark", "objective.metrics=x",
+                      "optuna.seed=1",
                       "launcher=ssh", "launcher.host=h", "model=smollm2", "model.path=/m",
                       "server.executable=[/opt/v/bin/vllm,serve]"]) == [
-        "server.api_key=sk-abcdefg", "hardware.cpu.threads_bind=1", "launcher=ssh", "launcher.host=h",
+        "server.api_key=sk-abcdefg", "hardware.cpu.threads_bind=1", "workload.busy_box=mark", "launcher=ssh",
+        "launcher.host=h",
         "model.path=/m", "server.executable=[/opt/v/bin/vllm,serve]"]

@@ -72,3 +72,4 @@ def test_doctor_shows_the_box_state_and_the_policy(tmp_path: Path, burner: int) 
     row = " ".join(" ".join(" ".join(cells).split()) for cells in rest)  # the row's folded lines, one space each
     assert "warn" in row and f"(pid {burner})" in row and "load average" in row
     assert "workload.busy_box=wait (waits up to 120 s)" in row
+
