@@ -358,8 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {s['id']}: {why}")
     for why in left_out:
         print(f"  {why}")
-    print("\nconstants (in-sample fit; per engine: step ms, layer us, spec ms, draft step ms, request us, dense mem eff; shared: dense/moe mem eff, "
-          "compute eff):")
+    print("\nconstants (in-sample fit; per engine: step ms, layer us, spec ms, draft step ms, request us, "
+          "dense mem eff; shared: moe mem eff, compute eff):")
     for e in ENGINES:
         v = values_for(z, e)
         print(f"  {e:<7} " + ", ".join(f"{n} {v[n]:.4g}" for n in PER_ENGINE)
