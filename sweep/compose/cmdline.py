@@ -39,7 +39,7 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
         group, option = m.group(1), m.group(2)
         opts = re.findall(r"^\t(\S+)$", text, flags=re.M)
         allowed = ", ".join(opts) if opts else "(see conf/" + group + "/)"
-        near = difflib.get_close_matches(option, opts, n=2, cutoff=0.6)
+        near = difflib.get_close_matches(option, opts, n=2, cutoff=0.75)  # not fast -> dflash
         hint = f"did you mean {' or '.join(near)}? " if near else ""
         return ConfigError(group, f"unknown option {option!r}; {hint}allowed: {allowed}")
     m = re.search(r"In '([^']+)': Could not load '([^'/]+)'", text)

@@ -3,8 +3,8 @@
 Hydra stops at the first override it cannot apply, so ``spec.budgit=4
 workload.max_tokns=3`` was refused for ``spec.budgit`` alone: the user fixed
 it, ran again and met the second. Here the faulty override is set aside and
-the rest composed again, until the rest composes (or a mistake of another kind
-stops the search): each misspelling is one line, in command-line order.
+the rest composed again, until the rest composes (a mistake of another kind is
+named too and ends the search): each misspelling is one line, in command-line order.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ _TYPO_MARKS = ("no such key", "unknown option")
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~").split("@", 1)[0]
+
+
+def _position(overrides: Sequence[str], key: str) -> int:
+    """Where the override of ``key`` stands on the command line (the lines keep that order)."""
+    return next((i for i, o in enumerate(overrides) if _key(o) == key), len(overrides))
 
 
 def _is_typo(err: ConfigError) -> bool:
@@ -38,15 +43,18 @@ def every_typo(overrides: Sequence[str], first: ConfigError,
         at = next((i for i, o in enumerate(rest) if _key(o) == err.key), None)
         if at is None:
             break
-        found.append((list(overrides).index(rest[at]), err))
+        found.append((_position(overrides, err.key), err))
         del rest[at]
         try:
             compose(rest)
             err = None
-        except ConfigErrors as more:
-            err = more.errors[0]
+        except ConfigErrors as more:  # the rest's own search found them all: taken as they are
+            found += [(_position(overrides, e.key), e) for e in more.errors]
+            err = None
         except ConfigError as more:
             err = more
+            if not _is_typo(more):  # a mistake of another kind: named too, and the search ends
+                found.append((_position(overrides, more.key), more))
     if len(found) < 2:
         return first
-    return ConfigErrors([e for _, e in sorted(found, key=lambda pair: pair[0])])
+    return ConfigErrors([e for _, e in sorted(found[:MAX_TYPOS], key=lambda pair: pair[0])])

@@ -166,3 +166,11 @@ def test_a_hydra_key_typo_points_to_where_hydra_keys_are_listed(tmp_path: Path) 
     listed = _cli(tmp_path, *pointer.split()[3:])
     assert listed.returncode == 0, listed.stderr
     assert "    n_trials: " in listed.stdout
+
+
+def test_a_typo_and_a_value_of_the_wrong_shape_are_both_named() -> None:
+    err = _refused("spec.budgit=4", "workload.concurrency={a: 1}", "workload=smoke")
+    lines = err.one_line().splitlines()
+    assert [line.split(":", 2)[1].strip() for line in lines] == ["spec.budgit", "workload.concurrency"]
+    assert "did you mean spec.budget?" in lines[0] and "cannot take this value" in lines[1]
+    assert err.key == "spec.budgit"  # a caller reading one error gets the first
