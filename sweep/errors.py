@@ -81,6 +81,22 @@ class ConfigError(SweepError, ValueError):
         return _flat(f"error: {self.key}: {self.message}")
 
 
+class ConfigErrors(ConfigError):
+    """Several mistakes found in one input (two typos in one command line): one line each.
+
+    Reporting only the first made a user fix, rerun and meet the next; each
+    line is a :class:`ConfigError` of its own. ``key`` and ``message`` are the
+    first's, so a caller that reads one still gets a true one.
+    """
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        super().__init__(errors[0].key, errors[0].message)
+        self.errors = list(errors)
+
+    def one_line(self) -> str:
+        return "\n".join(e.one_line() for e in self.errors)
+
+
 class StorageError(SweepError):
     """A store that cannot be used (Optuna storage, an MLflow store read back, a sweep dir in use).
 

@@ -114,22 +114,9 @@ def _out_dir(args: argparse.Namespace) -> Path | None:
 def _landscapes(root: Path, skipped: Any) -> list[tuple[Any, Any]]:
     """Recorded landscapes (``specsweep.landscape/1``) among the directory's JSON files, as the
     trials they ran: anyone can check a schedule against a landscape's raw cells without its work dir."""
-    from sweep.score.metrics import metrics
-    from sweep.sim import landscape
+    from sweep.report.landscape_trials import landscape_trials
 
-    out: list[tuple[Any, Any]] = []
-    for path in sorted(root.rglob("*.json")):
-        if path.name == "result.json" or not path.is_file() or not landscape.is_landscape(path):
-            continue
-        try:
-            docs = landscape.trial_docs(landscape.load(path))  # the one reader (sweep/io/readback.py)
-        except (landscape.LandscapeError, ValueError, TypeError, KeyError) as exc:
-            skipped.add(path, exc)
-            continue
-        for source, doc in docs:
-            doc.metrics = metrics(doc)
-            out.append((source, doc))
-    return out
+    return list(landscape_trials(root, skipped.add))
 
 
 def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: Slo | None, command: str,

@@ -44,7 +44,7 @@ from omegaconf.errors import OmegaConfBaseException
 from sweep import errors
 from sweep.errors import ConfigError
 
-from . import _per_load, _prescreen, _prune, _report, _result, _rules, _sampler, _space, _storage
+from . import _per_load, _prescreen, _prune, _quiet, _report, _result, _rules, _sampler, _space, _storage
 from ._dispatch import Interrupted
 from ._loop import SearchLoop
 from .config import DETERMINISTIC_FAILURES
@@ -369,6 +369,13 @@ class OptunaSweeperImpl:
                               "(spec.constraints, hydra.sweeper.quirks)")
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        with _quiet.library_warnings_logged(sweep_dir):  # Optuna's notes to its users: the log
+            return self._search(space, rules, sweep_dir)
+
+    def _search(self, space: _space.SearchSpace, rules: _rules.Rules, sweep_dir: Path) -> Any:
+        """The study on ``sweep_dir``: this process's role in it, then the report."""
+        assert self.config is not None
+        s = self.settings
         name = s.study_name or str(self.config.hydra.job.name)
         worker = s.pool.get("worker")
         if worker:

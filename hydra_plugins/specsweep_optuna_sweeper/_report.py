@@ -97,6 +97,19 @@ def server_command(t: FrozenTrial) -> str | None:
     return secrets.mask_text(command) if command else None
 
 
+def _other_commands(study: optuna.Study, best: FrozenTrial, most: int = 20) -> list[str]:
+    """Commands of up to ``most`` other finished trials (a failed one's too: its flags are
+    what was tried): what the best's on-screen command is compared with, so it shows the
+    flags that differ."""
+    out: list[str] = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+        if t.number != best.number and len(out) < most:
+            command = server_command(t)
+            if command:
+                out.append(command)
+    return out
+
+
 # Keys that describe how the study ran (the host pool), not the config found.
 _RUN_ONLY_PREFIXES = ("launcher.hosts", "+launcher.hosts", "++launcher.hosts")
 
@@ -347,8 +360,10 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             print(f"  speedup vs the autoregressive baseline: {speedup}")
         if best.user_attrs.get("mlflow_run_id"):
             print(f"  mlflow run: {best.user_attrs['mlflow_run_id']}")
-        if command:
-            print(f"  server command: {command}")
+        if command:  # whole in best.yaml; on screen without its JSON blobs
+            from sweep.report.long_command import on_screen
+
+            print(f"  server command: {on_screen(command, best_path.name, _other_commands(study, best))}")
         print(f"  written: {best_path}")
         print(f"  rerun:   {cmd} --config-dir {sweep_dir} --config-name best")
         shown, left_out = shown_overrides(best, space)

@@ -34,7 +34,7 @@ written afterwards) but with our owner mark: :func:`failure_reason` reads it as
 The study lock (:func:`study_lock`) serializes "count the trials, then ask
 for one" across every process working on a study: a PostgreSQL advisory lock
 (session-level: released by the server when the holder's connection dies),
-MySQL's ``GET_LOCK``, or ``flock`` on a file next to a journal / SQLite file
+MySQL's ``GET_LOCK``, or ``flock`` on a file next to a journal / SQLite file (removed when released)
 (released by the kernel when the holder dies). Without it two workers could
 both see ``n_trials - 1`` counted trials and both ask.
 """
@@ -42,7 +42,6 @@ both see ``n_trials - 1`` counted trials and both ask.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -313,24 +312,20 @@ class StudyLock:
 
 
 def _file_lock(path: Path) -> StudyLock:
+    """``flock`` on ``path``, which exists only while held (sweep/io/dirlock.py: removed on release)."""
+    from sweep.io.dirlock import try_flock, unflock
+
     path.parent.mkdir(parents=True, exist_ok=True)
     state: dict[str, Any] = {"fd": None}
 
     def try_acquire() -> bool:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        state["fd"] = fd
-        return True
+        state["fd"] = try_flock(path)
+        return state["fd"] is not None
 
     def release() -> None:
         fd, state["fd"] = state["fd"], None
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            unflock(path, fd)
 
     return StudyLock(f"flock {path}", try_acquire, release)
 

@@ -15,6 +15,7 @@ command's boundary prints it); :func:`check` prints it itself.
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 import sys
@@ -38,7 +39,9 @@ def _option_error(exc: Exception, overrides: Sequence[str]) -> ConfigError:
         group, option = m.group(1), m.group(2)
         opts = re.findall(r"^\t(\S+)$", text, flags=re.M)
         allowed = ", ".join(opts) if opts else "(see conf/" + group + "/)"
-        return ConfigError(group, f"unknown option {option!r}; allowed: {allowed}")
+        near = difflib.get_close_matches(option, opts, n=2, cutoff=0.75)  # not fast -> dflash
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        return ConfigError(group, f"unknown option {option!r}; {hint}allowed: {allowed}")
     m = re.search(r"In '([^']+)': Could not load '([^'/]+)'", text)
     if m:
         return ConfigError("defaults", f"{m.group(1)} names the config {m.group(2)!r}, which no config dir "
@@ -79,7 +82,16 @@ def _no_such_key(key: str, overrides: Sequence[str]) -> ConfigError:
         candidates = []
     near = known_keys.nearest(key, candidates)
     hint = f"did you mean {' or '.join(near)}?" if near else "no key is close to it"
-    return ConfigError(key, f"no such key; {hint} (python -m sweep --cfg job lists them all)")
+    return ConfigError(key, f"no such key; {hint} ({_lister(key, others)} lists them all)")
+
+
+def _lister(key: str, overrides: Sequence[str]) -> str:
+    """The command that lists the keys ``key`` sits among: ``--cfg job`` has no ``hydra.`` key,
+    ``--cfg hydra`` has them, the sweeper's only with the command's ``hydra/...`` choices."""
+    if not key.startswith("hydra."):
+        return "python -m sweep --cfg job"
+    groups = [o for o in overrides if o.lstrip("+~").startswith("hydra/")]
+    return shlex.join(["python", "-m", "sweep", "--cfg", "hydra", *groups])
 
 
 def _implied(overrides: Sequence[str]) -> list[str]:
@@ -109,10 +121,13 @@ def compose(overrides: Sequence[str], *, hydra_config: bool = False) -> Any:
     except SweepError:
         raise
     except (HydraException, OmegaConfBaseException) as exc:
-        raise _option_error(exc, overrides) from None
+        first = _option_error(exc, overrides)
     except (ValueError, TypeError, KeyError, AttributeError, AssertionError) as exc:
         # Hydra's own checks of odd overrides (``=5``: "Config group override must be a string")
         raise ConfigError("overrides", f"{' '.join(overrides)[:200]}: {_first_line(exc)}") from None
+    from sweep.compose.typos import every_typo  # each misspelling of the line, one line each
+
+    raise every_typo(overrides, first, lambda rest: compose(rest, hydra_config=hydra_config)) from None
 
 
 def expand(overrides: Sequence[str], multirun: bool, *, custom_sweeper: bool | None = None) -> list[list[str]]:

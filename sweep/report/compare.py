@@ -181,6 +181,14 @@ class Group:
         return f"{hw.get('name') or self.first.trial.hardware}" + (f" ({layout})" if layout else "")
 
     @property
+    def engine_label(self) -> str:
+        """The engine the group ran on (its key keeps engines apart; the title says which is which:
+        a dir of llama.cpp and vLLM landscapes read as one box and model twice); the simulator's
+        groups say ``simulated`` instead."""
+        name = str(self.first.config_section("server").get("name") or "")
+        return "" if self.simulated or name in ("", "sim") else name
+
+    @property
     def model_label(self) -> str:
         return str(self.first.config_section("model").get("name") or "?")
 
@@ -206,7 +214,8 @@ class Group:
         from sweep.score.names import objective_label
 
         wanted = objective_label(self.objective_name, self.rows[0].objective.metrics)  # a study's metrics: each
-        return (f"{self.hardware_label} · {self.model_label} · workload {self.workload_label} · "
+        engine = f"{self.engine_label} · " if self.engine_label else ""
+        return (f"{self.hardware_label} · {engine}{self.model_label} · workload {self.workload_label} · "
                 f"objective {wanted}" + (" · simulated" if self.simulated else ""))
 
 

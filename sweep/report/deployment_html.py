@@ -13,6 +13,7 @@ from html import escape
 from typing import Sequence
 
 from sweep.report import svg
+from sweep.report.chart_data import INTERPOLATED, best_band, measured_curves
 from sweep.report.compare import Group
 from sweep.score.names import LABELS
 from sweep.report.frontier import gpus_of, points_of
@@ -64,27 +65,36 @@ def _color(name: str, i: int, base: set[str], colors: dict[str, str] | None) -> 
 
 
 def _envelope_chart(s: Schedule, colors: dict[str, str] | None = None) -> str:
+    """Measured values only (sweep/report/chart_data.py): the model's figure and interval are in
+    each point's tooltip, never drawn above what ran."""
     base = {r.name for r in s.rows if r.is_baseline}
+    model = {name: {x: (y, ci) for x, y, ci in pts} for name, pts in s.curves.items()}
+
+    def tip(name: str, x: float, y: float) -> str:
+        est, ci = model.get(name, {}).get(x, (None, None))
+        said = f"; the model: {est:,.1f}" + (f" [{ci[0]:,.1f} - {ci[1]:,.1f}]" if ci else "") if est else ""
+        return f"{name}: {s.unit} {x:g}: measured {y:,.1f} tok/s{said}"
+
     series = []
-    for i, (name, pts) in enumerate(sorted(s.curves.items())):
-        series.append(svg.Series(name, _color(name, i, base, colors),
-                                 [(x, y) for x, y, _ in pts], [ci for _, _, ci in pts],
-                                 [f"{name}: {s.unit} {x:g}: {y:,.1f} tok/s" for x, y, _ in pts],
-                                 dashed=name in base))
-    env = s.envelope
-    if env:  # drawn first, its points as rings: the best config's own point stays visible inside
-        series.insert(0, svg.Series("best feasible (envelope)", "#222", env, tips=[
-            f"best at {s.unit} {lv.load:g}: {lv.best.name}" for lv in s.levels if lv.best is not None],
-            dashed=True, ring=True))
-    loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
+    curves = measured_curves(s)
+    for i, (name, pts) in enumerate(sorted(curves.items())):
+        series.append(svg.Series(name, _color(name, i, base, colors), list(pts),
+                                 tips=[tip(name, x, y) for x, y in pts], dashed=True))
+    band = best_band(s)
+    if band:  # drawn first, its points as rings: the best config's own point stays visible inside
+        series.insert(0, svg.Series("best feasible, measured", "#222", [(p.load, p.tok_s) for p in band],
+                                    tips=[f"best at {s.unit} {p.load:g}: {p.name}, measured {p.tok_s:,.1f} tok/s"
+                                          for p in band], ring=True))
+    loads = sorted({x for pts in curves.values() for x, _ in pts})
     log2 = s.over == "concurrency" and bool(loads) and loads[0] > 0 and loads[-1] >= 4 * loads[0]
     chart = svg.line_chart(series, title=f"tok/s vs {s.unit}, context {s.context}",
                            x_label="request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)",
-                           y_label="output tok/s", log2_x=log2, x_ticks=loads)  # ticks: the measured loads only
+                           y_label="output tok/s, measured", log2_x=log2, x_ticks=loads)  # ticks: the measured loads
     chips = "".join(f'<span><i style="background:{x.color}"></i>{escape(x.label)}</span>' for x in series)
-    return (f'<figure>{chart}<figcaption><div class="legend">{chips}</div>One line per config '
-            "(dashed grey: the spec=none baseline); the dashed black line and rings mark the best feasible config at "
-            "each measured load (the envelope) -- where it changes hands is a crossover; configs that fail the "
+    return (f'<figure>{chart}<figcaption><div class="legend">{chips}</div>One line per config at its measured '
+            f"values (grey: the spec=none baseline; {INTERPOLATED}); the black line and rings mark the best "
+            "feasible config at each measured load, at its measured value -- where it changes hands is a "
+            "crossover; the model's figure and interval are in each point's tooltip; configs that fail the "
             "correctness gate are left out.</figcaption></figure>")
 
 

@@ -1,4 +1,5 @@
-"""PNG charts of the deployment answer: the schedule's envelope and the per-user vs per-GPU front.
+"""PNG charts of the deployment answer: the schedule's measured curves and best band, and the
+per-user vs per-GPU front. The schedule chart draws measured values only (sweep/report/chart_data.py).
 
 Written by ``python -m sweep.schedule`` into the sweep dir and logged to the
 sweep's MLflow parent run (matplotlib's ``Figure`` only, as :mod:`sweep.report.plots`).
@@ -7,51 +8,65 @@ sweep's MLflow parent run (matplotlib's ``Figure`` only, as :mod:`sweep.report.p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from sweep.report.chart_data import INTERPOLATED, best_band, measured_curves, top_measured
 from sweep.report.compare import Group
 from sweep.report.frontier import Point, gpus_of
 from sweep.report.plots import _figure, _legend, _save, label_inside
 from sweep.report.schedule import Schedule
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def envelope_png(s: Schedule, path: Path) -> Path | None:
-    """tok/s against load, one line per config (dashed: the baseline), the best envelope marked."""
-    if not s.curves:
+
+def envelope_figure(s: Schedule) -> Figure | None:
+    """tok/s against load at measured values only (sweep/report/chart_data.py): a marker per
+    measured cell, dashed lines between them (interpolation, labelled), the baseline grey, and the
+    best band through each level's pick at its measured value."""
+    curves = measured_curves(s)
+    if not curves:
         return None
     fig, (ax,) = _figure(1)
     fig.set_size_inches(8.4, 5.2)
     base = {r.name for r in s.rows if r.is_baseline}
-    for name, pts in sorted(s.curves.items()):
+    for name, pts in sorted(curves.items()):
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.3, linestyle="--" if name in base else "-",
-                label=name, alpha=0.85)
-    env = s.envelope
-    if env:
-        ax.plot([x for x, _ in env], [y for _, y in env], color="black", linewidth=5, alpha=0.18,
-                solid_capstyle="round", label="best feasible (envelope)")
+        ax.plot(xs, ys, marker="s" if name in base else "o", markersize=4, linewidth=1.1, linestyle="--",
+                label=name + (" (baseline)" if name in base else ""), alpha=0.85,
+                **({"color": "grey"} if name in base else {}))
+    band = best_band(s)
+    if band:
+        ax.plot([p.load for p in band], [p.tok_s for p in band], color="black", linewidth=5, alpha=0.18, marker="o",
+                markersize=11,
+                solid_capstyle="round", label="best feasible, measured (band)")
         loads_seen = [lv.load for lv in s.levels]
-        tops = [y for pts in s.curves.values() for _, y, _ in pts]
+        tops = [y for pts in curves.values() for _, y in pts]
         log2 = s.over == "concurrency" and min(loads_seen) > 0 and max(loads_seen) >= 4 * min(loads_seen)
-        for lv in s.levels:
-            if lv.best is not None:
-                tag = lv.best.name + (" ≈" if lv.tied else "")
-                label_inside(ax, tag, lv.load, lv.best.tok_s, loads_seen, tops, log2_x=log2)
+        for p in band:
+            label_inside(ax, p.name + (" ≈" if p.tied else ""), p.load, p.tok_s, loads_seen, tops, log2_x=log2)
+    ax.plot([], [], color="grey", linestyle="--", linewidth=1.1, label=INTERPOLATED)
     for c in s.crossovers:
         ax.axvline(c.load, color="red" if c.kind == "baseline" else "grey", linestyle=":", linewidth=1)
-    loads = sorted({x for pts in s.curves.values() for x, _, _ in pts})
+    loads = sorted({x for pts in curves.values() for x, _ in pts})
     if s.over == "concurrency" and loads and loads[0] > 0 and loads[-1] >= 4 * loads[0]:
         ax.set_xscale("log", base=2)
     ax.set_xticks(loads, [f"{x:g}" for x in loads])  # ticks on the measured loads only
-    ax.set_ylim(bottom=0)  # throughput from 0: a small gap looks small
+    ax.set_ylim(0, top_measured(s) * 1.08 or 1.0)  # from 0: a small gap looks small; room for the labels
     ax.set_xlabel("request rate (req/s)" if s.over == "rate" else "concurrency (in-flight requests)")
-    ax.set_ylabel("output tok/s (the box)")
+    ax.set_ylabel("output tok/s (the box), measured")
     ax.grid(True, alpha=0.3)
     _legend(ax, "x-small")
     slo = f"; SLO {s.slo.label()}" if s.slo is not None else ""
     sim = " (simulated)" if s.group.simulated else ""
     fig.suptitle(f"Which config at which load: {s.title}{sim}{slo}", fontsize="medium")
-    return _save(fig, path)
+    return fig
+
+
+def envelope_png(s: Schedule, path: Path) -> Path | None:
+    """:func:`envelope_figure` written to ``path``."""
+    fig = envelope_figure(s)
+    return _save(fig, path) if fig is not None else None
 
 
 def pareto_png(points: Sequence[Point], title: str, unit: str, path: Path, max_labels: int = 14) -> Path | None:

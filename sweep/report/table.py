@@ -119,10 +119,14 @@ def table_columns(groups: Sequence[Group]) -> dict[str, list[Any]]:
 
 def docs_from_dir(root: Path, on_error: Callable[[Path, Exception], None] | None = None
                   ) -> tuple[list[TrialResult], list[str]]:
-    """Readable result files under ``root``; unreadable ones go to ``on_error(path, exc)``."""
+    """Readable result files under ``root``, then the rounds of its recorded landscapes
+    (sweep/report/landscape_trials.py); unreadable files go to ``on_error(path, exc)``."""
     from sweep.record.result import iter_results
+    from sweep.report.landscape_trials import landscape_trials
 
-    found = sorted(iter_results(Path(root), on_error=on_error), key=lambda p: str(p[0]))
+    found: list[tuple[str | Path, TrialResult]] = sorted(iter_results(Path(root), on_error=on_error),
+                                                          key=lambda p: str(p[0]))
+    found += landscape_trials(Path(root), on_error or (lambda _path, _exc: None))
     return [doc for _, doc in found], [str(p) for p, _ in found]
 
 

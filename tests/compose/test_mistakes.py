@@ -127,3 +127,50 @@ def test_the_three_mistakes_through_the_real_command(tmp_path: Path) -> None:
         [said] = out.stderr.strip().splitlines()
         assert said.startswith(line), (argv, said)
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sweep", *argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.slow
+def test_every_typo_of_a_command_is_named_one_line_each(tmp_path: Path) -> None:
+    # Hydra stops at the first; the user fixed it, ran again and met the next.
+    out = _cli(tmp_path, "workload.max_tokns=64", "spec.budgit=4", "workload=smok", "hardware=b30")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: workload.max_tokns: no such key; did you mean workload.max_tokens? "
+        "(python -m sweep --cfg job lists them all)",
+        "error: spec.budgit: no such key; did you mean spec.budget? (python -m sweep --cfg job lists them all)",
+        "error: workload: unknown option 'smok'; did you mean smoke? allowed: coding, cpu, edit, llamacpp_ci, "
+        "long_context, max_load, prose, quick, saturation, seed, smoke, vllm_ci",
+        "error: hardware: unknown option 'b30'; did you mean b300? allowed: b200, b300, cpu, h100, h200, "
+        "pro6000_ep4, pro6000_ep8, pro6000_tp8",
+    ]
+    # one typo is still one line; a mistake of another kind is not hidden behind the typos
+    one = _cli(tmp_path, "workload=smok")
+    assert one.returncode == 2 and len(one.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.slow
+def test_a_hydra_key_typo_points_to_where_hydra_keys_are_listed(tmp_path: Path) -> None:
+    out = _cli(tmp_path, "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trail=2", "workload=smoke")
+    assert out.returncode == 2, out.stderr
+    [said] = out.stderr.strip().splitlines()
+    pointer = "python -m sweep --cfg hydra hydra/sweeper=optuna"
+    assert said == ("error: hydra.sweeper.n_trail: no such key; did you mean hydra.sweeper.n_trials? "
+                    f"({pointer} lists them all)")
+    # and that command does list the key the typo meant
+    listed = _cli(tmp_path, *pointer.split()[3:])
+    assert listed.returncode == 0, listed.stderr
+    assert "    n_trials: " in listed.stdout
+
+
+def test_a_typo_and_a_value_of_the_wrong_shape_are_both_named() -> None:
+    err = _refused("spec.budgit=4", "workload.concurrency={a: 1}", "workload=smoke")
+    lines = err.one_line().splitlines()
+    assert [line.split(":", 2)[1].strip() for line in lines] == ["spec.budgit", "workload.concurrency"]
+    assert "did you mean spec.budget?" in lines[0] and "cannot take this value" in lines[1]
+    assert err.key == "spec.budgit"  # a caller reading one error gets the first

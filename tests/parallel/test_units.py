@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ from omegaconf import OmegaConf
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.trial import TrialState
 
+from _support import subprocess_env
 from hydra_plugins.specsweep_optuna_sweeper import _impl, _pool, _result, _sampler, _space, _storage
 from hydra_plugins.specsweep_optuna_sweeper._loop import SearchLoop
 from sweep.compose import cmdline as preflight
@@ -115,6 +117,54 @@ def _exclusive(make: "callable[[], _storage.StudyLock]") -> None:  # type: ignor
 def test_file_lock_is_exclusive_and_reentrant(tmp_path: Path) -> None:
     _exclusive(lambda: _storage.study_lock(f"journal:{tmp_path}/j.log", tmp_path, "s"))
     _exclusive(lambda: _storage.study_lock(f"sqlite:///{tmp_path}/s.db", tmp_path, "s"))
+
+
+def test_file_lock_leaves_no_file_and_stays_exclusive_across_processes(tmp_path: Path) -> None:
+    # A 0-byte study.db.specsweep-lock stayed in the working directory (and in git status).
+    db = tmp_path / "study.db"
+    lock_file = tmp_path / "study.db.specsweep-lock"
+    lock = _storage.study_lock(f"sqlite:///{db}", tmp_path, "s")
+    with lock:
+        assert lock_file.exists()
+        # another process cannot take it while held (flock is per open file, so ask a child)
+        probe = ("import sys; from pathlib import Path; from sweep.io.dirlock import try_flock; "
+                 "sys.exit(0 if try_flock(Path(sys.argv[1])) is None else 1)")
+        assert subprocess.run([sys.executable, "-c", probe, str(lock_file)], env=subprocess_env(),
+                              timeout=30).returncode == 0
+    assert not lock_file.exists()
+    # removed on release, yet still one holder at a time: many threads, each its own open file
+    holders: list[int] = []
+    overlap: list[int] = []
+    guard = threading.Lock()
+
+    def take() -> None:
+        for _ in range(30):
+            with _storage.study_lock(f"sqlite:///{db}", tmp_path, "s"):
+                with guard:
+                    holders.append(1)
+                    if len(holders) > 1:
+                        overlap.append(len(holders))
+                time.sleep(0.001)
+                with guard:
+                    holders.pop()
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert overlap == [] and not lock_file.exists()
+
+
+def test_sweep_dir_lock_file_is_removed_on_release(tmp_path: Path) -> None:
+    from sweep.io import dirlock
+
+    held = dirlock.acquire(tmp_path / "sweep")
+    with pytest.raises(StorageError, match="in use by another sweep"):
+        dirlock.acquire(tmp_path / "sweep")
+    held.release()
+    assert not (tmp_path / "sweep" / dirlock.FILENAME).exists()
+    dirlock.acquire(tmp_path / "sweep").release()  # free again
 
 
 def test_postgresql_advisory_lock_is_exclusive(study_db: str, tmp_path: Path) -> None:
