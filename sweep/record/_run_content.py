@@ -222,9 +222,9 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
 
     out = [(k, v, 0) for k, raw in honest(doc).to_dict().items() if (v := _number(raw)) is not None]
     if (shown := objective_shown(doc)) is not None:
-        value, ci = shown  # the trial's own objective: what its group is sorted by, and its interval
+        value, interval = shown  # the trial's own objective: what its group is sorted by, and its interval
         out.append(("objective", value, 0))
-        out += [(f"objective {side}", bound, 0) for side, bound in zip(("ci_low", "ci_high"), ci or ())]
+        out += [(f"objective {side}", bound, 0) for side, bound in zip(("ci_low", "ci_high"), interval or ())]
     for cell in doc.cells:
         if _number(cell.context) is None or _number(cell.concurrency) is None:
             continue
