@@ -2,7 +2,8 @@
 
 The experiment is created with its artifacts next to a local sqlite store
 (not under a Hydra job's cwd), opens on the runs table, and carries a saved
-runs-table view: trials only, grouped by box and workload, best first, rounded values, at
+runs-table view: trials only, grouped like with like, best first, the objective and its interval
+in the first columns, rounded values, at
 ``...#/experiments/<id>/runs?viewStateShareKey=specsweep-trials``.
 
 """
@@ -22,17 +23,28 @@ log = logging.getLogger("sweep.record.tracking")
 
 UI_VIEW_KEY = "specsweep-trials"
 UI_VIEW_TAG = f"mlflow.sharedViewState.{UI_VIEW_KEY}"
+RUN_NAME, CREATED = "attributes.`Run Name`", "runDateAndNestInfo"  # the UI's column ids
+DESCRIPTION, OBJECTIVE = "attributes.`Description`", "metrics.`objective`"
 UI_VIEW = {
     "searchFilter": "tags.`specsweep.kind` = 'trial'",
     # each run's own objective (every objective is a maximum): a group sorts by its own
     "orderByKey": "metrics.`objective`", "orderByAsc": False,
-    # the headline figures first, as short-named tags rounded to 4 significant figures
-    # (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
-    "selectedColumns": ["tags.`status`", *(f"tags.`{LABELS[k]}`" for k in (
+    # At 1400 px the UI's side panels leave the table Run Name, Created, Duration and about two more
+    # columns, and it places attributes before metrics before tags: the run's description (the
+    # objective ± its interval and the config's knobs, _run_content.description) and the objective
+    # metric come first. Then the headline figures, as short-named tags rounded to 4 significant
+    # figures (_run_content.ROUNDED; the metrics keep full precision: sort by them, as the view does)
+    "selectedColumns": [DESCRIPTION, OBJECTIVE, "tags.`status`",
+                        *(f"tags.`{LABELS[k]}`" for k in (
                             "tok_s_lowc", "headline_concurrency", "speedup_vs_baseline", "accept_len", "accept_rate",
                             "max_load", "ttft_ms_p50", "tpot_ms_p50", "coding_pass_rate")),
                         "tags.`failure.reason`", *(f"tags.`{LABELS[k]}`" for k in ("tok_s_peak", "usd_per_mtok")),
                         "tags.`config`", "tags.`config.id`"],
+    # The widths and order (by the UI's column ids) that keep the group's name, the description and
+    # the objective on screen at 1400 px beside the side panels (about 790 px of table): the name
+    # column shows "Group: " and the group name's first 20 characters (record/naming.group_name).
+    "columnOrder": [RUN_NAME, CREATED, DESCRIPTION, OBJECTIVE, "duration"],
+    "columnWidths": {RUN_NAME: 240, CREATED: 110, DESCRIPTION: 262, OBJECTIVE: 90},
     # like with like: one group per box, model, workload matrix and objective (sweep/score/configs.py
     # group_label: the report's groups), so a 12-cell run is never ranked with a one-cell one
     "groupBy": {"aggregateFunction": "max", "groupByKeys": [{"mode": "tag", "groupByData": "group"}]},

@@ -48,9 +48,19 @@ CELL_SERIES = (("1 tok_s/", "output_tok_s"),
 TOK_S_SERIES = CELL_SERIES[0][0]  # "1 tok_s/": output tok/s per context, step = concurrency
 
 
+# Digits of a context in a metric key: MLflow sorts sections and charts by the key as a string
+# (ctx1024, ctx4096, ctx60); zero-padded to the longest context a config may name they sort as numbers.
+CONTEXT_DIGITS = 8  # compose.keys.MAX_CONTEXT (10,485,760) has 8
+
+
+def context_key(context: int) -> str:
+    """``ctx00000060``: a context as it sorts among keys and file names (old runs keep ``ctx60``)."""
+    return f"ctx{int(context):0{CONTEXT_DIGITS}d}"
+
+
 def cell_metric(prefix: str, context: int, suffix: str = "") -> str:
-    """``1 tok_s/ctx60``, ``2 ttft_ms/p99 ctx60``, ``1 tok_s/ctx60 ci_low``."""
-    return f"{prefix}ctx{int(context)}" + (f" {suffix}" if suffix else "")
+    """``1 tok_s/ctx00000060``, ``2 ttft_ms/p99 ctx00000060``, ``1 tok_s/ctx00000060 ci_low``."""
+    return f"{prefix}{context_key(context)}" + (f" {suffix}" if suffix else "")
 SERVER_LOG_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -117,7 +127,8 @@ def _server_version(info: Mapping[str, Any]) -> Any:
 
 
 def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) -> dict[str, Any]:
-    from sweep.score.configs import config_id, group_id, group_label, stored_name
+    from sweep.record.naming import group_name
+    from sweep.score.configs import config_id, group_id, stored_name
 
     trial, server = doc.trial, doc.server
     failure = doc.failure if not doc.ok else None
@@ -127,8 +138,8 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
         "spec.algorithm": trial.spec, "fingerprint": doc.fingerprint,
         # one config, one id (sweep/score/configs.py): copies of a config share it across runs and sweeps
         "config.id": trial.config_id or config_id(doc), "config": stored_name(doc),
-        # like with like: what the view groups by (the report's groups, sweep/score/configs.py)
-        "group": group_label(doc), "group.id": group_id(doc),
+        # like with like: what the view groups by (the report's groups, named distinguishing part first)
+        "group": group_name(doc), "group.id": group_id(doc),
         "status": doc.status, "failure.reason": failure.reason if failure else None,
         "failure.message": failure.message if failure else None, "sweep.id": trial.sweep_id,
         "sweep.job_num": trial.job_num, "git.sha": git_sha(),
@@ -146,7 +157,41 @@ def trial_tags(doc: TrialResult, rid: str, parent: str | None, job_dir: Path) ->
     if failure is not None and failure.reason:
         tags["mlflow.note.content"] = (f"**{doc.status}**: `{failure.reason}` - "
                                        f"{failure.message or ''}")
+    elif (note := description(doc)) is not None:
+        tags["mlflow.note.content"] = note
     return {k: v for k, v in tags.items() if v is not None and v != ""}
+
+
+def objective_shown(doc: TrialResult) -> tuple[float, tuple[float, float] | None] | None:
+    """The trial's objective and its 95% interval (None: measured once), or None without a value."""
+    from sweep.score.noise import objective_interval
+    from sweep.score.objective import objective_of, objective_value
+
+    if not doc.ok:
+        return None
+    objective = objective_of(doc)
+    if (value := _number(objective_value(doc, objective))) is None:
+        return None
+    return value, objective_interval(doc, objective, value)
+
+
+def description(doc: TrialResult) -> str | None:
+    """``812.3 ± 16.9 low-load tok/s (c1) · ddtree-b8-t4-w2048``: the run's description, which the
+    runs list shows as its Description column -- the objective with its interval first (at 1400 px
+    the side panels leave the table a few columns), then the knobs that tell this config apart."""
+    from sweep.score.configs import short_name
+    from sweep.score.metrics import headline
+    from sweep.score.names import label
+    from sweep.score.objective import metric_name, objective_of
+
+    if (shown := objective_shown(doc)) is None:
+        return None
+    value, ci = shown
+    half = f" ± {rounded((ci[1] - ci[0]) / 2):g}" if ci is not None else ""
+    metric = metric_name(objective_of(doc))
+    what = label(metric, headline(doc).concurrency)
+    once = "" if ci is not None else " (measured once)"
+    return f"{rounded(value):g}{half} {what}{once} · {short_name(doc)}"
 
 
 # Headline metrics shown rounded in the shipped view, as tags named by their labels (a column
@@ -176,10 +221,10 @@ def trial_metrics(doc: TrialResult) -> list[tuple[str, float, int]]:
     from sweep.score.metrics import honest
 
     out = [(k, v, 0) for k, raw in honest(doc).to_dict().items() if (v := _number(raw)) is not None]
-    from sweep.score.objective import objective_of, objective_value
-
-    if doc.ok and (v := _number(objective_value(doc, objective_of(doc)))) is not None:
-        out.append(("objective", v, 0))  # the trial's own objective: what its group is sorted by
+    if (shown := objective_shown(doc)) is not None:
+        value, interval = shown  # the trial's own objective: what its group is sorted by, and its interval
+        out.append(("objective", value, 0))
+        out += [(f"objective {side}", bound, 0) for side, bound in zip(("ci_low", "ci_high"), interval or ())]
     for cell in doc.cells:
         if _number(cell.context) is None or _number(cell.concurrency) is None:
             continue

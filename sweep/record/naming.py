@@ -10,9 +10,37 @@ off its group's defaults, from the config alone, however it was launched).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from sweep.record.result import TrialResult
 
 MAX_NAME = 200
+
+
+def _listed(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def group_name(doc: TrialResult) -> str:
+    """``smoke · b300/tp8 sglang · ctx 60,4096 x c 1,2,4,8, 512 tok · kimi_k2 · low-load tok/s``: a
+    group of comparable runs as MLflow's runs list names it (``Group: ...``, cut after about 20
+    characters at 1400 px). The report's label (:func:`sweep.score.configs.group_label`) leads with
+    the box, so two groups of one box both read ``Group: b300 (tp...``; here what most often tells
+    groups apart comes first -- the workload, then the box with its layout and the engine -- and
+    the rest follows for the hover and the wide screen."""
+    from sweep.score.names import label
+    from sweep.score.objective import metric_name, objective_of
+
+    hw, wl = doc.config_section("hardware"), doc.config_section("workload")
+    layout = "".join(f"/{k}{hw[k]}" for k in ("tp", "ep", "dp") if hw.get(k) not in (None, 1))
+    engine = doc.config_section("server").get("name") or ("sim" if doc.simulated else "")
+    box = f"{hw.get('name') or doc.trial.hardware or '?'}{layout}" + (f" {engine}" if engine else "")
+    matrix = (f"ctx {_listed(wl.get('contexts'))} x c {_listed(wl.get('concurrency'))}, "
+              f"{wl.get('max_tokens')} tok")
+    parts = [str(wl.get("name") or "?"), box, matrix, str(doc.config_section("model").get("name") or "?"),
+             label(metric_name(objective_of(doc)))]
+    return " · ".join(parts) + (" · simulated" if doc.simulated and engine != "sim" else "")
 
 def sweep_overrides(overrides: Sequence[str]) -> list[str]:
     """The keys of the overrides that sweep (Hydra's own parser decides)."""

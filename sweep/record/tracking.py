@@ -360,9 +360,10 @@ def run_line(doc: TrialResult) -> str | None:
     info = doc.mlflow
     if info is None or not info.run_id:
         return None
-    from sweep.score.configs import group_label, short_name
+    from sweep.record.naming import group_name
+    from sweep.score.configs import short_name
 
-    return (f"run '{short_name(doc)}' in group '{group_label(doc)}' of experiment '{info.experiment}' "
+    return (f"run '{short_name(doc)}' in group '{group_name(doc)}' of experiment '{info.experiment}' "
             f"({info.tracking_uri}): "
             f"{_open_hint(info.tracking_uri)} {ui_url(info.tracking_uri, info.experiment_id, info.run_id)} "
             "(its Artifacts tab: result.json, server.log, plots/)")

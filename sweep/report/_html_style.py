@@ -31,6 +31,8 @@ th { background:var(--soft); font-weight:600; font-size:12px; color:#424a53; pos
      white-space:normal; vertical-align:bottom; min-width:4.5em; }
 table.ranking td.name { white-space:normal; overflow-wrap:anywhere; min-width:12em; max-width:19em; }
 table.ranking td.status { white-space:normal; min-width:6em; max-width:11em; }
+table.schedule td.names { white-space:normal; min-width:9em; max-width:17em; }
+table.schedule td.names .nm { white-space:nowrap; }
 table.ranking td.n, table.ranking th.n { padding:5px 6px; }
 td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
 tbody tr:last-child td { border-bottom:none; }

@@ -15,6 +15,7 @@ from typing import Sequence
 from sweep.report import svg
 from sweep.report.chart_data import INTERPOLATED, best_band, measured_curves
 from sweep.report.compare import Group
+from sweep.report.html_names import name_html, names_html
 from sweep.score.names import LABELS
 from sweep.report.frontier import gpus_of, points_of
 from sweep.report.schedule import Schedule, schedules_of
@@ -26,16 +27,19 @@ def _f(x: float | None, nd: int = 1) -> str:
     return "–" if x is None else f"{x:,.{nd}f}"
 
 
-def _schedule_table(s: Schedule) -> str:
+def _schedule_table(s: Schedule, said: Sequence[str] = ()) -> str:
+    """One row per load; names without what the heading says (``said``: the box, the workload),
+    shortened from the middle with the full name as the tooltip, lists cut to two names and a count:
+    the table fits 1400 px and no row grows taller than a name and its interval."""
     rows = []
     for lv in s.levels:
         lead = lv.leader
         ci = f' <span class="ci">[{_f(lead.ci[0])}, {_f(lead.ci[1])}]</span>' if lead is not None and lead.ci else ""
-        missed = ", ".join(escape(e.name) for e in lv.entries if not e.meets) or "–"
+        missed = names_html(sorted(e.name for e in lv.entries if not e.meets), said)
         if lv.best is not None:
-            who = escape(lv.best.name)
+            who = name_html(lv.best.name, said)
         elif lead is not None:
-            who = (f"<i>open</i>: {escape(lead.name)} leads "
+            who = (f"<i>open</i>: {name_html(lead.name, said)} leads "
                    f"<small>({'undecided' if lv.state == 'tied' else 'measured once, noise unknown'})</small>")
         else:
             who = "<i>none meets the SLO</i>"
@@ -43,18 +47,26 @@ def _schedule_table(s: Schedule) -> str:
             f' <span class="ci">[{lv.speedup_ci[0]:.2f}, {lv.speedup_ci[1]:.2f}]</span>' if lv.speedup_ci else "")
         rows.append(
             f'<tr class="{"best" if lv.baseline_wins else ""}"><td class="n">{lv.load:g}</td>'
-            f"<td>{who}</td>"
+            f'<td class="names">{who}</td>'
             f'<td class="n">{_f(lead.tok_s) + ci if lead else "–"}</td>'
             f'<td class="n">{lead.n if lead else "–"}</td>'
             f'<td class="n">{sp}</td>'
-            f"<td>{', '.join('≈ ' + escape(e.name) for e in lv.tied) or '–'}</td>"
-            f'<td style="white-space:normal">{missed}</td></tr>')
+            f"<td class=\"names\">{names_html([e.name for e in lv.tied], said, prefix='≈ ')}</td>"
+            f'<td class="names">{missed}</td></tr>')
     num = ' class="n"'
     head = "".join(f"<th{num if i in (0, 2, 3, 4) else ''}>{h}</th>" for i, h in enumerate(
         (escape(s.unit), "best feasible config", LABELS["output_tok_s"] + " [95%]", "n",
          LABELS["speedup_vs_baseline"], "tied within noise", "missed the SLO / failed requests")))
-    return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+    return (f'<div class="tablewrap"><table class="schedule"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
             "</tbody></table></div>")
+
+
+def said_by_heading(g: Group) -> tuple[str, ...]:
+    """The name parts a group's heading already says or every row shares (the box, the workload, the
+    loads ``c1.2.4.8``, ``mt64``): the schedule's names leave them out."""
+    shared = set.intersection(*(set(r.name.split("-")) for r in g.rows)) if g.rows else set()
+    box = str(g.first.config_section("hardware").get("name") or g.first.trial.hardware or "")
+    return tuple(sorted({box, *(r.workload for r in g.rows), *shared} - {""}))
 
 
 def _color(name: str, i: int, base: set[str], colors: dict[str, str] | None) -> str:
@@ -136,20 +148,23 @@ def drawn(groups: Sequence[Group]) -> dict[int, tuple[set[int], bool]]:
     return out
 
 
-def deployment_section(groups: Sequence[Group], colors: dict[str, str] | None = None) -> str:
+def deployment_section(groups: Sequence[Group], colors: dict[str, str] | None = None,
+                       dir_arg: str = "SWEEP_DIR") -> str:
     """``<section id="deployment">``: per group and context the schedule, then the charts: tok/s against
     load per context (with the best envelope) and the group's user-vs-box front, side by side.
-    ``colors``: the page's colour per config."""
+    ``colors``: the page's colour per config; ``dir_arg``: ``--dir``'s argument (the results' real
+    directory, quoted) in the command that writes the same as ``schedule.yaml``."""
     parts = []
     for i, g in enumerate(groups, 1):
         scheds = schedules_of(g)
         if not scheds:
             continue
+        said = said_by_heading(g)
         body = []
         for s in scheds:
             slo = s.slo.label() if s.slo is not None else "no SLO set (objective.slo): every cell counts"
             lines = "".join(f"<li>{escape(line)}</li>" for line in summary_lines(s))
-            body.append(f"<h3>Context {s.context} · {escape(slo)}</h3>{_schedule_table(s)}<ul>{lines}</ul>")
+            body.append(f"<h3>Context {s.context} · {escape(slo)}</h3>{_schedule_table(s, said)}<ul>{lines}</ul>")
         charts = [_envelope_chart(s, colors) for s in scheds] + [_pareto_chart(g, scheds[0].slo, colors)]
         body.append(f'<div class="charts">{"".join(charts)}</div>')
         body.append(study_front_html(g))
@@ -161,5 +176,6 @@ def deployment_section(groups: Sequence[Group], colors: dict[str, str] | None = 
             '<p class="group-meta">The best feasible config per measured load (correctness gate passed, no '
             "failed request, the SLO met), its speedup over the autoregressive baseline at that load, ties "
             "within noise (≈), and where the baseline or a shorter draft takes over; "
-            "<code>python -m sweep.schedule --dir SWEEP_DIR</code> writes the same as schedule.yaml.</p>"
+            f"<code>python -m sweep.schedule --dir {escape(dir_arg)}"
+            "</code> writes the same as schedule.yaml.</p>"
             + "".join(parts) + "</section>")

@@ -26,6 +26,7 @@ from sweep.record.result import TrialResult
 from sweep.report import svg
 from sweep.report._html_style import CSS
 from sweep.report.compare import Group, Row, build_groups
+from sweep.report.html_names import results_dir
 from sweep.report.records import (headline_cell, interval, objective_columns, objective_text, record,
                                   rerun_command, short_names)
 from sweep.score.metrics import ok_cells
@@ -347,9 +348,11 @@ def _cells(g: Group) -> str:
     return "".join(parts)
 
 
-def _group(g: Group, i: int, colors: Colors, drawn: tuple[set[int], bool] = (set(), False)) -> str:
+def _group(g: Group, i: int, colors: Colors, drawn: tuple[set[int], bool] = (set(), False),
+           results: str | None = None) -> str:
     """One group; ``drawn``: the contexts whose tok/s chart, and whether the Pareto chart, the
-    deployment section draws for this group (each chart once on the page)."""
+    deployment section draws for this group (each chart once on the page); ``results``: the
+    results' directory, for the decide command."""
     best = g.best
     if best is not None:
         sp = f", {best.speedup:.2f}× the baseline" if best.speedup is not None and not best.is_baseline else ""
@@ -364,7 +367,8 @@ def _group(g: Group, i: int, colors: Colors, drawn: tuple[set[int], bool] = (set
         verdict = (f'<div class="note">No best yet: <b>{escape(lead.name)}</b> leads with '
                    f"{_f(lead.head.tok_s)} {escape(g.headline_label)}"
                    f"<br><small>{escape(g.noise_line or '')}</small>"
-                   "<br><small>to decide: <code>python -m sweep.decide --dir SWEEP_DIR</code> measures "
+                   "<br><small>to decide: <code>python -m sweep.decide --dir "
+                   f"{escape(_dir_arg(results))}</code> measures "
                    "again only the open cells (the runs pool as repeats)</small></div>")
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
@@ -445,13 +449,21 @@ vLLM), else the server's own rate (SGLang's log).</dd>
 </dl></footer>"""
 
 
-def _deployment(groups: Sequence[Group], colors: Colors) -> tuple[str, dict[int, tuple[set[int], bool]]]:
+def _dir_arg(results: str | None) -> str:
+    """``--dir``'s argument in a printed command: the results' real directory, quoted for a shell."""
+    import shlex
+
+    return shlex.quote(results) if results else "SWEEP_DIR"
+
+
+def _deployment(groups: Sequence[Group], colors: Colors,
+                results: str | None) -> tuple[str, dict[int, tuple[set[int], bool]]]:
     """The deployment section and what it draws per group (1-based); a bug there costs that
     section, never the page."""
     try:
         from sweep.report.deployment_html import deployment_section, drawn
 
-        return deployment_section(groups, colors), drawn(groups)
+        return deployment_section(groups, colors, _dir_arg(results)), drawn(groups)
     except Exception as exc:  # noqa: BLE001
         import logging
 
@@ -483,8 +495,9 @@ def render(docs: Sequence[TrialResult], *, title: str, sources: Sequence[str] | 
     sim = all(d.simulated for d in docs) and docs
     nav = " · ".join(f'<a href="#group-{i}">group {i}</a>' for i in range(1, len(groups) + 1))
     colors = palette(groups)  # one colour per config on the whole page
-    deployment, drawn = _deployment(groups, colors)
-    body = "".join(_group(g, i, colors, drawn.get(i, (set(), False))) for i, g in enumerate(groups, 1))
+    results = results_dir(sources)  # the real path in the commands the page prints
+    deployment, drawn = _deployment(groups, colors, results)
+    body = "".join(_group(g, i, colors, drawn.get(i, (set(), False)), results) for i, g in enumerate(groups, 1))
     per_load = _per_load(docs, sources)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

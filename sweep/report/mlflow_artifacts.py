@@ -20,8 +20,11 @@ from sweep.report.outputs import PLOTS_DIR, plot_files
 
 def trial_plots(doc: TrialResult, job_dir: Path, out: Path) -> None:
     """The trial's plots into ``out/plots/``: the files it drew next to its result
-    (``<job dir>/plots/``), else -- an older result being synced -- drawn now."""
-    from sweep.report import plots
+    (``<job dir>/plots/``), else -- an older result being synced -- drawn now; and its tok/s
+    against load per context into ``out/charts/`` (MLflow's step axis cannot say "concurrency")."""
+    from sweep.report import load_charts, plots
+
+    load_charts.tok_s_by_load(doc, out / load_charts.CHARTS_DIR)
 
     drawn = plot_files(Path(job_dir) / PLOTS_DIR)  # the trial drew them next to its result
     if drawn:

@@ -205,7 +205,7 @@ def test_mlflow_gets_attainment_and_goodput_per_cell_with_step_concurrency() -> 
     doc = judged_trial()
     got = {(k, step): v for k, v, step in trial_metrics(doc)}
     attained = cell_metric("9 slo/attainment ", 512)  # MLflow's chart section "9 slo"
-    assert attained == "9 slo/attainment ctx512"
+    assert attained == "9 slo/attainment ctx00000512"  # zero-padded: contexts sort as numbers
     assert got[(attained, 4)] == 1.0 and got[(attained, 16)] == 0.0
     assert got[(cell_metric("9 slo/goodput_tok_s ", 512), 4)] == pytest.approx(300.0)
     assert got[("goodput_tok_s", 0)] == pytest.approx(300.0) and got[("max_load", 0)] == 4.0

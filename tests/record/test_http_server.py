@@ -26,7 +26,7 @@ def _runs(url: str, experiment: str) -> list:
 
 def _check_issue_sweep(url: str, experiment: str) -> None:
     """The issue's 'done when': one parent, three children, spec.budget, tok_s_c1,
-    "1 tok_s/ctx60" at steps = concurrencies, two children FAILED with cuda_graph."""
+    "1 tok_s/ctx00000060" at steps = concurrencies, two children FAILED with cuda_graph."""
     from mlflow.tracking import MlflowClient
 
     runs = _runs(url, experiment)
@@ -44,7 +44,7 @@ def _check_issue_sweep(url: str, experiment: str) -> None:
     assert tags["workload"] == "smoke" and metrics["headline_concurrency"] == 1
     assert metrics["tok_s_lowc"] == metrics["tok_s_c1"] and tags["low-load tok/s"] == f"{metrics['tok_s_lowc']:.4g}"
     assert tags["accept len"] == f"{metrics['accept_len']:.4g}" and len(tags["accept len"]) <= 5
-    history = MlflowClient(tracking_uri=url).get_metric_history(ok[0].info.run_id, "1 tok_s/ctx60")
+    history = MlflowClient(tracking_uri=url).get_metric_history(ok[0].info.run_id, "1 tok_s/ctx00000060")
     assert sorted(m.step for m in history) == [1, 2, 4]
     assert parents[0].info.status == "FINISHED"
 

@@ -111,3 +111,50 @@ def test_hydra_chdir_keeps_the_store_in_the_launch_dir(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert f"CWD {tmp_path / 'job'}" in out.stdout
     assert f"URI sqlite:///{tmp_path.resolve()}/mlflow.db" in out.stdout
+
+
+def test_group_names_differ_in_what_the_runs_list_shows(tmp_path: Path) -> None:
+    """MLflow's runs list cuts a group's name after about 20 characters at 1400 px: groups of one box
+    that differ in the workload, the engine or the layout differ there (issue 38: both read
+    ``Group: b300 (tp...``)."""
+    import copy
+
+    from result_docs import make_result
+
+    from sweep.record.naming import group_name
+    from sweep.record.result import TrialResult
+
+    _, doc = make_result(tmp_path, 0, 8)
+    variants = {"as is": doc}
+    for what, section, change in (("workload", "workload", {"name": "longctx"}),
+                                  ("engine", "server", {"name": "vllm"}),
+                                  ("layout", "hardware", {"tp": 4, "ep": 2})):
+        other = copy.deepcopy(doc)
+        other["config"][section].update(change)
+        variants[what] = other
+    names = {what: group_name(TrialResult.from_dict(d)) for what, d in variants.items()}
+    heads = {what: name[:20] for what, name in names.items()}
+    assert len(set(heads.values())) == len(heads), names
+    assert names["as is"].startswith("smoke · b300/tp8 sim · ctx 60,1024 x c 1,2,4"), names["as is"]
+
+
+def test_a_runs_description_leads_with_the_objective_and_its_interval(tmp_path: Path) -> None:
+    from result_docs import make_result
+
+    from sweep.record._run_content import description, trial_metrics
+    from sweep.record.result import TrialResult
+    from sweep.score.names import rounded
+
+    _, doc = make_result(tmp_path, 0, 8)
+    once = description(TrialResult.from_dict(doc))
+    assert once is not None and once.endswith("low-load tok/s (c1) (measured once) · b300-ddtree-b8-t4-w2048"), once
+    head = doc["cells"][0]
+    head.update(repeats=3, output_tok_s_ci=[head["output_tok_s"] - 4.0, head["output_tok_s"] + 4.0])
+    repeated = TrialResult.from_dict(doc)
+    text = description(repeated)
+    value = rounded(head["output_tok_s"])  # 4 significant figures, as the columns show it
+    assert text is not None and text.startswith(f"{value:g} ± 4 low-load tok/s (c1) · "), text
+    got = {k: v for k, v, _ in trial_metrics(repeated)}
+    assert got["objective ci_high"] - got["objective ci_low"] == pytest.approx(8.0)
+    _, failed = make_result(tmp_path, 1, 16, status="failed", reason="cuda_graph")
+    assert description(TrialResult.from_dict(failed)) is None  # its note says why it failed

@@ -43,7 +43,7 @@ def test_sweep_lands_as_parent_and_children(tmp_path: Path, sqlite_uri: str) -> 
     assert len(failed) == 2 and {c.data.tags["failure.reason"] for c in failed} == {"cuda_graph"}
     ok = next(c for c in children if c.info.status == "FINISHED")
     assert ok.data.metrics["tok_s_c1"] > 0 and ok.data.tags["simulated"] == "true"
-    history = client.get_metric_history(ok.info.run_id, "1 tok_s/ctx60")
+    history = client.get_metric_history(ok.info.run_id, "1 tok_s/ctx00000060")
     assert sorted(m.step for m in history) == [1, 2, 4]
     arts = {f.path for f in client.list_artifacts(ok.info.run_id)}
     assert {"result.json", "config.yaml", "command.txt", "server.log", "cells.json", "plots"} <= arts

@@ -113,6 +113,6 @@ def test_mlflow_gets_each_cells_interval_beside_its_mean() -> None:
 
     doc = TrialResult(status="ok", cells=[_cell(60, 1, 100.0, [96.0, 104.0], 3), _cell(60, 8, 400.0, None, 1)])
     got = {(k, step): v for k, v, step in trial_metrics(doc)}
-    assert got[("1 tok_s/ctx60", 1)] == 100.0
-    assert (got[("1 tok_s/ctx60 ci_low", 1)], got[("1 tok_s/ctx60 ci_high", 1)]) == (96.0, 104.0)
-    assert ("1 tok_s/ctx60 ci_low", 8) not in got  # measured once: no interval, none invented
+    assert got[("1 tok_s/ctx00000060", 1)] == 100.0
+    assert (got[("1 tok_s/ctx00000060 ci_low", 1)], got[("1 tok_s/ctx00000060 ci_high", 1)]) == (96.0, 104.0)
+    assert ("1 tok_s/ctx00000060 ci_low", 8) not in got  # measured once: no interval, none invented
