@@ -97,10 +97,11 @@ def _render(group: Group, fitted: Fitted, title: str | None = None) -> Any:
 
 
 def print_groups(console: Any, groups: Sequence[Group], title: str, where: Path | str | None = None,
-                 full: bool = False) -> None:
+                 full: bool = False, study_best: int | None = None) -> None:
     """Every group's table, under one title, with the legend once at the end; the lines under a
     table name its rows as the table does. ``full``: each table's rows by full name and config id
-    below it (``--full-names``)."""
+    below it (``--full-names``); ``study_best``: the trial a study's report named best just above (its
+    group then says so in one line instead of a verdict, noise and rerun command of its own)."""
     sim = " (simulated)" if groups and all(g.simulated for g in groups) else ""
     console.print(f"[bold]{title}[/bold]{sim}: {sum(len(g.rows) for g in groups)} trials in "
                   f"{len(groups)} group(s) of comparable trials", highlight=False)
@@ -111,7 +112,8 @@ def print_groups(console: Any, groups: Sequence[Group], title: str, where: Path 
         if full:  # as they are: the key is where the full names are read
             for line in ["full names:", *fitted.key([r.name for r in g.rows], [r.config_id for r in g.rows])]:
                 console.print(line, highlight=False, markup=False, soft_wrap=True)
-        for line in [fitted.note(), *verdict_lines(g, where)]:
+        said = study_lines(g, study_best) if study_best is not None else None
+        for line in [fitted.note(), *(said if said is not None else verdict_lines(g, where))]:
             if line:
                 console.print(renamed(line, short), highlight=False, markup=False)
     console.print(CAPTION, style="dim", highlight=False)
@@ -129,6 +131,19 @@ def verdict_lines(g: Group, where: Path | str | None = None) -> list[str]:
     to = f"python -m sweep.decide --dir {where}" if where else "python -m sweep.decide --dir <this dir>"
     return [f"no best yet: {leader.name} leads, {g.noise_line}",
             f"to decide: {to} (measures again only the open cells; the runs pool as repeats)"]
+
+
+def study_lines(g: Group, trial: int) -> list[str] | None:
+    """A study's closing table under the study's report: one line tying the group to the best named
+    above (None: that trial is not in this group, which keeps its own verdict lines)."""
+    holder = next((r for r in g.rows if any(d.trial.job_num == trial for _, d in r.parts)), None)
+    if holder is None:
+        return None
+    chosen = g.best or g.leader
+    if chosen is holder or chosen is None:
+        return [f"{holder.name} is trial {trial}, the study's pick above (its noise, best.yaml and rerun there)"]
+    return [f"{holder.name} is trial {trial}, the study's pick above by its value; this table's verdict "
+            f"({g.verdict}) picks {chosen.name}: {g.noise_line}"]
 
 
 # -- what the MLflow parent run gets -------------------------------------------------------
