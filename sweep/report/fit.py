@@ -101,7 +101,7 @@ def table(fitted: Fitted, name_header: str, name_at: int, title: str | None = No
     cols = fitted.columns
     for c in cols[:name_at]:
         _add(out, c)
-    out.add_column(name_header, no_wrap=True, overflow="ignore")
+    out.add_column(name_header, overflow="fold")  # the one column that gives way on a very narrow screen
     for c in cols[name_at:]:
         _add(out, c)
     for i, name in enumerate(fitted.row_names()):
