@@ -230,3 +230,14 @@ def test_growing_a_study_says_what_moved_and_the_sweeper_judges_with_the_boxs_sp
     assert moved_line(before, now) is None
     (tmp_path / "optimization_results.yaml").write_text("best_trial: [1, 2]\n")
     assert study_best(tmp_path) is None  # not a trial number: no claim about the best
+
+
+def test_the_export_names_configs_as_the_schedule_does_and_says_the_noise_once() -> None:
+    proc = _cli("sweep.schedule", "--dir", str(LANDSCAPES), "--no-write", "--export", "vllm", width=120)
+    assert proc.returncode == 0, proc.stderr
+    levels = [line for line in proc.stdout.splitlines() if line.startswith("  concurrency ")]
+    assert levels and not any("c1.2.4" in line for line in levels)  # the shared tokens: once, in the title
+    assert any("(open; none: at most" in line for line in levels)  # the baseline named as in the table
+    titles = [line for line in proc.stdout.splitlines() if line.startswith("per-load table: ")]
+    assert titles and all("names without " in line for line in titles)
+    assert "noise: noise" not in proc.stdout and "; noise " in proc.stdout
