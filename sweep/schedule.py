@@ -23,6 +23,10 @@ latency rows each cell keeps (the trials' own ``objective.slo`` by default).
 and writes ``dynamic-<engine>.yaml`` beside ``schedule.yaml`` -- what
 ``python -m sweep.verify_dynamic --dir DIR`` checks against the static budgets and the baseline.
 ``--family TEXT`` keeps the families whose name contains TEXT.
+The tables fit the terminal (``$COLUMNS`` when piped): a pick is named without what every config
+of its schedule shares (the title says it once), shortened from the middle; ``--full-names`` lists
+each config's full name and id under its table; ``--format json`` prints the levels as JSON rows
+(full name, config id, verdict, tok/s, interval, n) instead of the tables.
 Exit status: 0; 1 when no trial finished, or when a result file was skipped (each named in one
 line on stderr, ``skipped <path>: <why>``: sweep/io/readback.py; the others are scheduled); 2 on
 bad input.
@@ -61,6 +65,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--export", choices=("vllm", "sim"), default=None,
                    help="derive each budget family's per-load table (spec.per_load) for this engine: print its "
                         "launch argument and overrides, write dynamic-<engine>.yaml")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or json: each level's pick with its full name, config id, tok/s, "
+                        "interval and n, on stdout")
+    p.add_argument("--full-names", action="store_true",
+                   help="with the table: every config's full name and config id under its table")
     p.add_argument("--family", default=None, metavar="TEXT",
                    help="with --export: only families whose name contains TEXT (e.g. ngram-max4-min2)")
     return p
@@ -160,7 +169,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sweep.record.result import iter_results
     from sweep.report.schedule import build_schedules, schedule_document
     from sweep.report.schedule_text import print_schedules
-
     from sweep.io.readback import Skipped
 
     skipped = Skipped()  # each bad file: one line on stderr; the others are scheduled; exit 1
@@ -174,7 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not schedules:
         print(f"no finished trial that passes the correctness gate under {args.dir}: no schedule", file=sys.stderr)
         return 1
-    print_schedules(schedules, where=args.dir)
+    if args.format == "json":
+        import json
+
+        from sweep.report.schedule_text import schedule_rows
+
+        print(json.dumps({"dir": str(args.dir), "levels": schedule_rows(schedules)}, indent=2, default=str))
+    else:
+        print_schedules(schedules, where=args.dir, full=args.full_names)
     command = "python -m sweep.schedule " + " ".join(sys.argv[1:] if argv is None else list(argv))
     out = None if args.no_write else _out_dir(args)
     if args.export is not None:

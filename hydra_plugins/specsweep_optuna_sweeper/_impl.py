@@ -514,19 +514,22 @@ class OptunaSweeperImpl:
 
 
 def _spread(config: Any) -> float | None:
-    """The box's run-to-run spread for the verdict on configs measured once (sweep/score/noise.py)."""
+    """The box's run-to-run spread for the verdict on configs measured once (sweep/score/noise.py).
+
+    The keys it needs are selected one by one: resolving the whole config here failed on Hydra's
+    own interpolations, so a search said "noise unknown" above a table judged with the box's spread."""
     from sweep.record.result import TrialResult
     from sweep.score.noise import spread_of
 
-    try:
-        node = OmegaConf.to_container(config, resolve=True)
-    except Exception:  # noqa: BLE001 - no spread: single measurements stay "noise unknown"
-        return None
-    if not isinstance(node, dict):
-        return None
-    server = node["server"] if isinstance(node.get("server"), dict) else {}
-    return spread_of(TrialResult(simulated=bool(server.get("simulated")),
-                                 config={str(k): v for k, v in node.items() if k != "hydra"}))
+    def value(key: str) -> Any:
+        try:
+            return OmegaConf.select(config, key, default=None, throw_on_missing=False)
+        except Exception:  # noqa: BLE001 - an unresolvable key: that part of the spread is unknown
+            return None
+
+    noise, spread = value("server.sim.noise"), value("hardware.spread")
+    return spread_of(TrialResult(simulated=bool(value("server.simulated")),
+                                 config={"server": {"sim": {"noise": noise}}, "hardware": {"spread": spread}}))
 
 
 def _identify(rules: _rules.Rules) -> Any:

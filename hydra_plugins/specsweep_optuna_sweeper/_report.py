@@ -284,6 +284,17 @@ def plots(study: optuna.Study, out: Path, contour: Sequence[str] | None,
     return written
 
 
+def moved_line(before: tuple[int, Mapping[str, Any]] | None, best: FrozenTrial) -> str | None:
+    """One line when growing the study moved its best: which trial before, which now, what changed."""
+    if before is None or before[0] == best.number:
+        return None
+    old, new = before[1], best.params
+    changed = [f"{k} {format_value(old[k]) if k in old else '-'} -> {format_value(new[k]) if k in new else '-'}"
+               for k in dict.fromkeys([*old, *new]) if old.get(k) != new.get(k)]
+    return (f"growing the study moved its best from trial {before[0]} to trial {best.number}"
+            + (f": {', '.join(changed)}" if changed else " (the same params)"))
+
+
 def _values_line(t: FrozenTrial, names: Sequence[str]) -> str:
     """``tok_s_lowc=407.5``: each metric's key (what objective.metric(s) and the dashboard say) and its
     value as a person reads it (sweep/score/names.py)."""
@@ -313,6 +324,9 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
           f"({', '.join(f'{k} {v}' for k, v in sorted(by_state.items()))}); "
           f"{executed} job(s) run now, {repeats} repeat(s) answered without a restart")
     cmd = app_command()
+    from sweep.report.study_best import study_best
+
+    before = study_best(sweep_dir)  # what the last report named best, before it is written again
     best, front = select(study)
     results: dict[str, Any] = {"name": "optuna", "study_name": study.study_name,
                                "storage": storage_shown}
@@ -341,6 +355,9 @@ def report(study: optuna.Study, space: SearchSpace, sweep_dir: Path, *, storage_
             if len(study.directions) == 1 else f"best feasible by {metric_names[0]} on the Pareto front"
         print(f"{label}: trial {best.number}: {_values_line(best, metric_names)}")
         print("  params: " + " ".join(f"{k}={format_value(v)}" for k, v in best.params.items()))
+        moved = moved_line(before, best)
+        if moved:
+            print(f"  {moved}")
         if best.user_attrs.get("workaround"):
             print(f"  with the workaround of quirk {best.user_attrs.get('quirk')}: "
                   + " ".join(best.user_attrs["workaround"]))

@@ -87,7 +87,8 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--slo", "slo", Rule("slo_limits")),
         Arg("--percentile", "percentile", RULES["objective.slo.percentile"]),
         Arg("--no-slo", "no_slo", FLAG), Arg("--no-write", "no_write", FLAG), Arg("-o", "out", OUTDIR),
-        Arg("--export", "export", Rule("enum", choices=(None, "vllm", "sim"))), Arg("--family", "family", TEXT)),
+        Arg("--export", "export", Rule("enum", choices=(None, "vllm", "sim"))), Arg("--family", "family", TEXT),
+        Arg("--format", "format", Rule("enum", choices=("table", "json"))), Arg("--full-names", "full_names", FLAG)),
     "sweep.verify_dynamic": (
         Arg("--dir", "dir", Rule("indir", required=True)), Arg("--file", "file", Rule("file", fmt="text")),
         Arg("--rounds", "rounds", _int(1, 100, "rounds")),
@@ -101,7 +102,8 @@ ARGUMENTS: dict[str, tuple[Arg, ...]] = {
         Arg("--hardware", "hardware", NAME), Arg("--spec", "spec", NAME),
         Arg("--format", "format", Rule("enum", choices=("table", "csv", "json", "md", "html"))),
         Arg("--output", "output", OUTFILE), Arg("--plots", "plots", OUTDIR),
-        Arg("--tracking-uri", "tracking_uri", RULES["mlflow.tracking_uri"]), Arg("--dir", "dir", INDIR)),
+        Arg("--tracking-uri", "tracking_uri", RULES["mlflow.tracking_uri"]), Arg("--dir", "dir", INDIR),
+        Arg("--full-names", "full_names", FLAG)),
     "sweep.sync": (
         Arg("dir", "dir", Rule("indir", required=True)),
         Arg("--tracking-uri", "tracking_uri", RULES["mlflow.tracking_uri"]),

@@ -10,7 +10,11 @@ sweep's ``<date>/<time>``, ``<date> <time>`` or the bare time.
 
     python -m sweep.report [--dir DIR | --experiment NAME --tracking-uri URI]
                            [--sweep-id ID] [--hardware b300] [--spec ddtree]
-                           [--format table|csv|json|md|html] [-o FILE] [--plots DIR]
+                           [--format table|csv|json|md|html] [-o FILE] [--plots DIR] [--full-names]
+
+The table fits the terminal (or ``$COLUMNS`` when piped; 200 columns without it): names leave out
+what every row of a group shares (its title says it) and shorten from the middle; ``--full-names``
+adds each row's full name and config id under its table, ``--format json`` has them with every figure.
 
 Exit status: 0; 1 when no trial was found or a result file under ``--dir`` was skipped (each
 named in one line on stderr, ``skipped <path>: <why>``: sweep/io/readback.py; the others are
@@ -43,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--plots", type=Path, help="also write PNG plots into this folder")
     parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     parser.add_argument("--dir", type=Path, help="read result.json files under DIR instead of MLflow")
+    parser.add_argument("--full-names", action="store_true",
+                        help="with the table: each row's full name and config id under its table")
     return parser
 
 
@@ -126,11 +132,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     groups = build_groups(docs, sources)
     if args.format == "table":
+        from sweep.report._console import columns
+
         out = Console(highlight=False, file=open(args.output, "w") if args.output else None,  # noqa: SIM115
                       width=200 if args.output else None)
         if not out.is_terminal and args.output is None:
-            out = Console(highlight=False, width=200)  # piped or logged: wide enough for every column
-        print_groups(out, groups, title, where=args.dir)
+            out = Console(highlight=False, width=columns(200))  # piped: $COLUMNS, else every column
+        print_groups(out, groups, title, where=args.dir, full=args.full_names)
         if args.output:
             out.file.close()
     else:

@@ -97,15 +97,23 @@ def _shell(word: str) -> str:
 
 
 def text_lines(t: Table, engine: str, rendered: dict[str, Any]) -> list[str]:
-    """What the terminal shows of one table."""
-    lines = [f"per-load table: {t.title}", f"  budgets measured: {', '.join(f'b{b}' for b in t.budgets)}"
+    """What the terminal shows of one table: configs named as the schedule's tables name them
+    (sweep/report/shortnames.py), the noise once in the verdicts' words; commands whole."""
+    from sweep.report.shortnames import renamed, short_names
+
+    rows = [*t.statics.values(), *([t.baseline] if t.baseline is not None else [])]
+    shown = short_names([r.name for r in rows], ids=[r.config_id for r in rows])
+    names = dict(zip((r.name for r in rows), shown.names))
+    noise = t.noise if t.noise.startswith("noise") else f"noise: {t.noise}"
+    lines = [f"per-load table: {t.title}" + (f" · {shown.note()}" if shown.common else ""),
+             f"  budgets measured: {', '.join(f'b{b}' for b in t.budgets)}"
              + (", and the baseline (spec=none)" if t.baseline is not None else ", no baseline (spec=none)")
-             + f"; noise: {t.noise}"]
+             + f"; {noise}"]
     for c in t.choices:
         lead = c.leader
         figure = f"{lead.tok_s:,.1f} tok/s" + (f" [{lead.ci[0]:,.1f}-{lead.ci[1]:,.1f}]" if lead and lead.ci else "") \
             if lead else "-"
-        lines.append(f"  concurrency {c.load:>4}: budget {c.budget:<3} {c.state:<9} {figure}  {c.why}")
+        lines.append(f"  concurrency {c.load:>4}: budget {c.budget:<3} {c.state:<9} {figure}  {renamed(c.why, names)}")
     if not t.usable:
         lines.append("  no table: the autoregressive baseline wins or ties at every measured load (run spec=none)")
         return lines

@@ -2,7 +2,8 @@
 
 CSV: one row per trial, every field of :mod:`sweep.report.records`, full
 precision (for a spreadsheet or pandas). JSON: the groups, each with its
-label, best trial and rows, and each row's cells (p50/p90/p99 included).
+label, best trial and rows, and each row's full name, config id, marker (``★``/``≈``), n and cells
+(p50/p90/p99 included).
 Markdown: one table per group, rounded, for an issue or a chat message.
 """
 
@@ -14,7 +15,7 @@ import json
 from typing import Any, Sequence
 
 from sweep.report.compare import Group
-from sweep.report.records import FIELDS, objective_columns, record, records
+from sweep.report.records import FIELDS, marker, objective_columns, record, records
 from sweep.score.names import LABELS, rounded, speedup
 
 
@@ -39,7 +40,8 @@ def to_json(groups: Sequence[Group], title: str) -> str:
             "leader": g.leader.name if g.leader is not None else None, "verdict": g.verdict,
             "tied_within_noise": [c.key.name for c in g.ties.tied] if g.ties is not None else [],
             "noise": g.noise_line,
-            "rows": [{**record(g, r), "accept_per_position": _per_position(r.doc),
+            "rows": [{**(rec := record(g, r)), "config_id": r.config_id, "marker": marker(g, r),
+                      "n": rec["repeats"] or r.copies, "accept_per_position": _per_position(r.doc),
                       "cells": [c.to_dict() for c in r.doc.cells]} for r in g.rows]})
     return json.dumps(doc, indent=2, default=str) + "\n"
 

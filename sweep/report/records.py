@@ -120,6 +120,13 @@ def objective_text(group: Group) -> str:
     return f"{objective_label(metric_name(objective))} (objective.metric={objective.metric})"
 
 
+def marker(group: Group, row: Row) -> str:
+    """``★`` the best, ``≈`` in contention with it (or the leader of an open verdict), else nothing."""
+    best, leader = group.best, group.leader
+    undecided = best is None and leader is not None and group.verdict == "open"
+    return "★" if row is best else "≈" if row.tied_with_best or (undecided and row is leader) else ""
+
+
 def records(groups: Sequence[Group]) -> list[dict[str, Any]]:
     return [record(g, r) for g in groups for r in g.rows]
 

@@ -15,7 +15,10 @@ from typing import Any, Callable, Sequence
 
 from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
-from sweep.report.records import objective_columns, record, records, rerun_command
+from sweep.report.fit import Column, Fitted, fit
+from sweep.report.fit import table as fitted_table
+from sweep.report.records import marker, objective_columns, record, records, rerun_command
+from sweep.report.shortnames import renamed
 from sweep.score.names import LABELS, rounded, shown
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
@@ -39,49 +42,80 @@ def _headline(rec: dict[str, Any]) -> str:
     return text
 
 
-def render_group(group: Group, title: str | None = None) -> Any:
-    from rich.table import Table
-
-    best, leader = group.best, group.leader
-    undecided = best is None and leader is not None and group.verdict == "open"
-    table = Table(title=title or group.label, title_justify="left", caption_justify="left")
-    table.add_column("#", no_wrap=True, justify="right")
-    table.add_column("trial", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("n", no_wrap=True, justify="right")
+def _columns(group: Group) -> list[Column]:
+    """The group's columns, the name aside: marker/rank, n and the headline figure with its interval
+    are never left out; the others are, from the last, when the names would not fit."""
+    recs = [record(group, r) for r in group.rows]
     extra = objective_columns(group)  # the objective's own figure (max load, goodput ...) when not shown
-    for header in (*(name for name, _ in extra), group.headline_label, LABELS["tok_s_peak"],
-                   LABELS["speedup_vs_baseline"], LABELS["accept_len"], LABELS["coding_pass_rate"],
-                   "TTFT ms p50/p99", "TPOT ms p50/p99", LABELS["usd_per_mtok"], LABELS["startup_s"]):
-        table.add_column(header, justify="right", no_wrap=True)
-    for r in group.rows:
-        rec = record(group, r)
-        status = r.status_text
-        speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x" + ("*" if r.speedup_from_table else "")
+
+    def col(header: str, cells: list[str], optional: bool = True) -> Column:
+        return Column(header, cells, optional=optional)
+
+    def speedup(r: Row) -> str:
         if r.is_baseline and r.doc.ok:
-            speedup = "baseline"
-        style = ("bold green" if r is best else "red" if r.status == "failed" else
-                 "yellow" if r.status != "ok" else "dim" if not r.feasible else None)
-        mark = "★ " if r is best else "≈ " if r.tied_with_best or (undecided and r is leader) else ""
-        table.add_row(mark + str(r.rank or ""), r.name, status, str(rec["repeats"] or r.copies),
-                      *(shown(key if key != "objective_value" else "", rec[key]) for _, key in extra), _headline(rec),
-                      _fmt(rec["tok_s_peak"], 0), speedup, _fmt(rec["accept_len"], 2),
-                      _fmt(rec["coding_pass_rate"], 2),
-                      f"{_fmt(rec['ttft_ms_p50'], 0)} / {_fmt(rec['ttft_ms_p99'], 0)}",
-                      f"{_fmt(rec['tpot_ms_p50'], 1)} / {_fmt(rec['tpot_ms_p99'], 1)}",
-                      _fmt(rec["usd_per_mtok"], 2), _fmt(rec["startup_s"], 1), style=style)
-    return table
+            return "baseline"
+        return "-" if r.speedup is None else f"{r.speedup:.2f}x" + ("*" if r.speedup_from_table else "")
+
+    rows = group.rows
+    return [
+        col("#", [(marker(group, r) + " " + str(r.rank or "")).strip() for r in rows], optional=False),
+        col("n", [str(rec["repeats"] or r.copies) for r, rec in zip(rows, recs)], optional=False),
+        *(col(name, [shown(key if key != "objective_value" else "", rec[key]) for rec in recs], optional=False)
+          for name, key in extra),
+        col(group.headline_label, [_headline(rec) for rec in recs], optional=False),
+        col("status", [r.status_text for r in rows]),
+        col(LABELS["speedup_vs_baseline"], [speedup(r) for r in rows]),
+        col(LABELS["tok_s_peak"], [_fmt(rec["tok_s_peak"], 0) for rec in recs]),
+        col(LABELS["accept_len"], [_fmt(rec["accept_len"], 2) for rec in recs]),
+        col(LABELS["coding_pass_rate"], [_fmt(rec["coding_pass_rate"], 2) for rec in recs]),
+        col("TPOT ms p50/p99", [f"{_fmt(rec['tpot_ms_p50'], 1)} / {_fmt(rec['tpot_ms_p99'], 1)}" for rec in recs]),
+        col("TTFT ms p50/p99", [f"{_fmt(rec['ttft_ms_p50'], 0)} / {_fmt(rec['ttft_ms_p99'], 0)}" for rec in recs]),
+        col(LABELS["usd_per_mtok"], [_fmt(rec["usd_per_mtok"], 2) for rec in recs]),
+        col(LABELS["startup_s"], [_fmt(rec["startup_s"], 1) for rec in recs]),
+    ]
 
 
-def print_groups(console: Any, groups: Sequence[Group], title: str, where: Path | str | None = None) -> None:
-    """Every group's table, under one title, with the legend once at the end."""
+def fitted_group(group: Group, width: int | None = None) -> Fitted:
+    """The group's columns and row names at ``width`` columns (sweep/report/fit.py)."""
+    cols = _columns(group)
+    status = next(c for c in cols if c.header == "status")
+    status.justify = "left"
+    return fit(cols, [r.name for r in group.rows], width, ids=[r.config_id for r in group.rows])
+
+
+def render_group(group: Group, title: str | None = None, width: int | None = None) -> Any:
+    """The group's table; ``width``: the console's (the names shrink to fit it, the figures never do)."""
+    return _render(group, fitted_group(group, width), title)
+
+
+def _render(group: Group, fitted: Fitted, title: str | None = None) -> Any:
+    note = fitted.names.note()
+    styles = [("bold green" if r is group.best else "red" if r.status == "failed" else
+               "yellow" if r.status != "ok" else "dim" if not r.feasible else None) for r in group.rows]
+    return fitted_table(fitted, "trial", 1, (title or group.label) + (f" · {note}" if note else ""),
+                        styles=styles)
+
+
+def print_groups(console: Any, groups: Sequence[Group], title: str, where: Path | str | None = None,
+                 full: bool = False, study_best: int | None = None) -> None:
+    """Every group's table, under one title, with the legend once at the end; the lines under a
+    table name its rows as the table does. ``full``: each table's rows by full name and config id
+    below it (``--full-names``); ``study_best``: the trial a study's report named best just above (its
+    group then says so in one line instead of a verdict, noise and rerun command of its own)."""
     sim = " (simulated)" if groups and all(g.simulated for g in groups) else ""
     console.print(f"[bold]{title}[/bold]{sim}: {sum(len(g.rows) for g in groups)} trials in "
                   f"{len(groups)} group(s) of comparable trials", highlight=False)
     for g in groups:
-        console.print(render_group(g))
-        for line in verdict_lines(g, where):
-            console.print(line, highlight=False, markup=False)
+        fitted = fitted_group(g, console.width)
+        console.print(_render(g, fitted))
+        short = fitted.mapping([r.name for r in g.rows])
+        if full:  # as they are: the key is where the full names are read
+            for line in ["full names:", *fitted.key([r.name for r in g.rows], [r.config_id for r in g.rows])]:
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
+        said = study_lines(g, study_best) if study_best is not None else None
+        for line in [fitted.note(), *(said if said is not None else verdict_lines(g, where))]:
+            if line:
+                console.print(renamed(line, short), highlight=False, markup=False)
     console.print(CAPTION, style="dim", highlight=False)
 
 
@@ -97,6 +131,19 @@ def verdict_lines(g: Group, where: Path | str | None = None) -> list[str]:
     to = f"python -m sweep.decide --dir {where}" if where else "python -m sweep.decide --dir <this dir>"
     return [f"no best yet: {leader.name} leads, {g.noise_line}",
             f"to decide: {to} (measures again only the open cells; the runs pool as repeats)"]
+
+
+def study_lines(g: Group, trial: int) -> list[str] | None:
+    """A study's closing table under the study's report: one line tying the group to the best named
+    above (None: that trial is not in this group, which keeps its own verdict lines)."""
+    holder = next((r for r in g.rows if any(d.trial.job_num == trial for _, d in r.parts)), None)
+    if holder is None:
+        return None
+    chosen = g.best or g.leader
+    if chosen is holder or chosen is None:
+        return [f"{holder.name} is trial {trial}, the study's pick above (its noise, best.yaml and rerun there)"]
+    return [f"{holder.name} is trial {trial}, the study's pick above by its value; this table's verdict "
+            f"({g.verdict}) picks {chosen.name}: {g.noise_line}"]
 
 
 # -- what the MLflow parent run gets -------------------------------------------------------
