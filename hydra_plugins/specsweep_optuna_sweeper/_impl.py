@@ -370,10 +370,12 @@ class OptunaSweeperImpl:
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         with _quiet.library_warnings_logged(sweep_dir):  # Optuna's notes to its users: the log
-            return self._search(space, rules, sweep_dir)
+            return self._search(space, rules, sweep_dir, arguments)
 
-    def _search(self, space: _space.SearchSpace, rules: _rules.Rules, sweep_dir: Path) -> Any:
-        """The study on ``sweep_dir``: this process's role in it, then the report."""
+    def _search(self, space: _space.SearchSpace, rules: _rules.Rules, sweep_dir: Path,
+                arguments: list[str]) -> Any:
+        """The study on ``sweep_dir``: this process's role in it, then the report (``arguments``: the
+        command line's overrides, what a per-load study's verification runs with too)."""
         assert self.config is not None
         s = self.settings
         name = s.study_name or str(self.config.hydra.job.name)

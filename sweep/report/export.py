@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from sweep.report.compare import Group
 from sweep.report.records import FIELDS, marker, objective_columns, record, records
-from sweep.score.names import LABELS, rounded, speedup
+from sweep.score.names import LABELS, interval_text, rounded, speedup
 
 
 def to_csv(groups: Sequence[Group]) -> str:
@@ -85,8 +85,8 @@ def headline_text(rec: dict[str, Any]) -> str:
         return "-"
     text = f"{rounded(rec['tok_s_lowc'], 4):,}"
     if rec["tok_s_lowc_ci_low"] is not None:
-        half = (rec["tok_s_lowc_ci_high"] - rec["tok_s_lowc_ci_low"]) / 2
-        text += f" ±{rounded(half, 2):,}"
+        text += interval_text(float(rec["tok_s_lowc"]), rec["tok_s_lowc_ci_low"], rec["tok_s_lowc_ci_high"],
+                              lambda x: f"{rounded(x, 2):,}")
     return text
 
 

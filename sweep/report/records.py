@@ -10,9 +10,9 @@ measured with ``workload.repeats``.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from sweep.record.result import Cell
+from sweep.record.result import Cell, TrialResult
 from sweep.report.compare import Group, Row
 
 LATENCIES = tuple(f"{m}_ms_p{q}" for m in ("ttft", "tpot", "itl") for q in (50, 90, 99))
@@ -140,6 +140,23 @@ def short_names(group: Group) -> list[str]:
     abbr = {"spec": "", "budget": "b", "topk": "t", "window": "w"}
     return [" ".join(f"{abbr[k]}{getattr(r, k)}" for k in keys if getattr(r, k) is not None)
             or ("baseline" if r.is_baseline else r.name) for r in rows]
+
+
+LANDSCAPE_MORE = "more rounds of the recorded landscape (benchmarks/record_landscape.py resumes it with --rounds N)"
+
+
+def recorded_landscape(docs: Iterable[TrialResult]) -> bool:
+    """Rows read from a recorded landscape (``sweep/report/landscape_trials.py``): no trial overrides to
+    run again from here, and decide would write beside the recording; more rounds come from its recorder."""
+    docs = list(docs)
+    return bool(docs) and all(not d.trial.overrides and isinstance(d.trial.extra, dict)
+                              and d.trial.extra.get("landscape_overrides") for d in docs)
+
+
+def decide_command(docs: Iterable[TrialResult], where: str) -> str:
+    """What settles an open verdict: ``python -m sweep.decide --dir`` over a results dir, the
+    recorder's further rounds over a recorded landscape."""
+    return LANDSCAPE_MORE if recorded_landscape(docs) else f"python -m sweep.decide --dir {where}"
 
 
 def rerun_command(row: Row) -> str:

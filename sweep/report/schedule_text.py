@@ -9,6 +9,7 @@ from sweep.report._console import fmt
 from sweep.report.fit import Column, Fitted, fit
 from sweep.report.fit import table as fitted_table
 from sweep.report.schedule import Schedule
+from sweep.report.records import LANDSCAPE_MORE, recorded_landscape
 from sweep.report.shortnames import renamed
 
 
@@ -80,9 +81,7 @@ def summary_lines(s: Schedule, where: Any = None) -> list[str]:
             likely = (f"likely ~{cost[0]} more round(s) of its contenders: ~{cost[1]} run(s), ~{cost[2]:.2f} GPU-h"
                       if cost is not None else "more than 50 rounds at these gaps: the pick and its bound may be "
                       "the answer")
-            landscape = all(not e.row.doc.trial.overrides for e in lv.entries)
-            how = ("more rounds of the recorded landscape (benchmarks/record_landscape.py resumes it with "
-                   "--rounds N)" if landscape else to)
+            how = LANDSCAPE_MORE if recorded_landscape(e.row.doc for e in lv.entries) else to
             lines.append(f"to settle {unit} {lv.load:g}: {how} ({likely})")
     for lv in s.levels:
         missed = [e.name for e in lv.entries if not e.meets]

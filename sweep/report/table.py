@@ -17,18 +17,20 @@ from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
 from sweep.report.fit import Column, Fitted, fit
 from sweep.report.fit import table as fitted_table
-from sweep.report.records import marker, objective_columns, record, records, rerun_command
+from sweep.report.records import (LANDSCAPE_MORE, decide_command, marker, objective_columns, record,
+                                  recorded_landscape, records, rerun_command)
 from sweep.report.shortnames import renamed
-from sweep.score.names import LABELS, rounded, shown
+from sweep.score.names import LABELS, interval_text, rounded, shown
 
 CAPTION = ("★ best feasible of its group (status ok, meets the objective's constraints: coding pass "
-           "rate, errors, TTFT SLO -- and beats every other beyond noise); ≈ the leader and the runners-up "
-           "it does not separate from (95% intervals overlap): undecided; # ranks feasible rows by the "
-           "group's objective (a rank inside noise is no verdict); n: measurements pooled (copies of one "
-           "config are one row); low-load tok/s: output tok/s at the lowest measured concurrency (cN), "
-           "± half its 95% interval; peak tok/s: the highest of any cell; speedup = low-load tok/s over the "
-           "spec=none baseline of the same group (* = that baseline is a row of this table); latencies "
-           "p50 / p99 of the low-load cell")
+           "rate, errors, TTFT SLO -- and the verdict below the table decides it); ≈ the leader and the "
+           "configs the verdict cannot tell apart from it (noise pooled over the group, comparisons with "
+           "the best, the practical margin): undecided; # ranks feasible rows by the group's objective (a "
+           "rank inside noise is no verdict); n: measurements pooled (copies of one config are one row); "
+           "low-load tok/s: output tok/s at the lowest measured concurrency (cN), ± half its own 95% "
+           "interval (one that would pass below zero: [low-high] on the log scale); peak tok/s: the "
+           "highest of any cell; speedup = low-load tok/s over the spec=none baseline of the same group "
+           "(* = that baseline is a row of this table); latencies p50 / p99 of the low-load cell")
 
 
 def _fmt(x: Any, nd: int = 1) -> str:
@@ -37,8 +39,8 @@ def _fmt(x: Any, nd: int = 1) -> str:
 
 def _headline(rec: dict[str, Any]) -> str:
     text = _fmt(rec["tok_s_lowc"])
-    if rec["tok_s_lowc_ci_low"] is not None:
-        text += f" ±{(rec['tok_s_lowc_ci_high'] - rec['tok_s_lowc_ci_low']) / 2:,.1f}"
+    if rec["tok_s_lowc_ci_low"] is not None and rec["tok_s_lowc"] is not None:
+        text += interval_text(float(rec["tok_s_lowc"]), rec["tok_s_lowc_ci_low"], rec["tok_s_lowc_ci_high"])
     return text
 
 
@@ -128,7 +130,10 @@ def verdict_lines(g: Group, where: Path | str | None = None) -> list[str]:
     if g.best is not None:
         lines = [f"best {g.best.name}: {g.noise_line}"] if g.noise_line and len(g.rows) > 1 else []
         return lines + [f"run the best again: {rerun_command(g.best)}"]
-    to = f"python -m sweep.decide --dir {where}" if where else "python -m sweep.decide --dir <this dir>"
+    docs = [r.doc for r in g.rows]
+    if recorded_landscape(docs):
+        return [f"no best yet: {leader.name} leads, {g.noise_line}", f"to decide: {LANDSCAPE_MORE}"]
+    to = decide_command(docs, str(where) if where else "<this dir>")
     return [f"no best yet: {leader.name} leads, {g.noise_line}",
             f"to decide: {to} (measures again only the open cells; the runs pool as repeats)"]
 

@@ -69,6 +69,17 @@ def rounded(x: Any, digits: int = 4) -> Any:
     return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))
 
 
+def interval_text(value: float, lo: float, hi: float, fmt: Any = lambda x: f"{x:,.1f}") -> str:
+    """A throughput's 95% interval as a person reads it: `` ±half`` while it stays above zero, else
+    on the log scale (``[lo-hi]``, the same upper reach, never below zero: a throughput is positive,
+    and two repeats 2x apart give a t-interval reaching far below it)."""
+    half = (hi - lo) / 2
+    if lo > 0 or not value > 0:
+        return f" ±{fmt(half)}"
+    w = math.log1p(max(hi - value, half) / value)
+    return f" [{fmt(value * math.exp(-w))}-{fmt(value * math.exp(w))}]"
+
+
 def shown(key: str, value: Any) -> str:
     """A value as a person reads it: tok/s to 0.1, ratios to 0.01, a speedup as 1.94x."""
     if value is None:

@@ -57,3 +57,19 @@ def test_recorded_landscapes_table_names_each_engine_and_says_how_to_decide() ->
     assert "no trials found" not in text
     for engine, workload in _recorded():
         assert f" · {engine} · " in text and f"workload {workload} (" in text, (engine, workload)
+    # an open group is settled by the recorder's further rounds, never by decide writing into the recording's dir
+    assert "python -m sweep.decide" not in text
+    assert text.count("to decide: more rounds of the recorded landscape (benchmarks/record_landscape.py") == \
+        text.count("no best yet:") > 0
+    # two rounds 2x apart (the llama.cpp recording) give a t-interval far below zero: shown on the log scale
+    for line in text.splitlines():
+        assert " ±" not in line or "-" not in line.split(" ±", 1)[1].split()[0], line
+
+
+def test_an_interval_that_would_pass_below_zero_is_shown_on_the_log_scale() -> None:
+    from sweep.score.names import interval_text
+
+    assert interval_text(100.0, 96.0, 104.0) == " ±4.0"
+    assert interval_text(22.0, -89.5, 133.5) == " [3.6-133.5]"  # the same upper reach, never below zero
+    lo, hi = (float(x) for x in interval_text(10.0, -5.0, 25.0).strip(" []").split("-"))
+    assert 0 < lo < 10.0 < hi and abs(lo * hi - 100.0) < 0.5  # symmetric in log: lo * hi = value^2
