@@ -134,16 +134,28 @@ def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: 
     from sweep.report.dynamic import derive
     from sweep.report.dynamic_export import document, text_lines
 
-    tables = derive(docs, sources, slo=slo, family=args.family)
+    from sweep.report import dynamic_pick
+
+    tables, other = dynamic_pick.for_engine(derive(docs, sources, slo=slo, family=args.family), args.export)
     print()
+    if other:
+        engines = ", ".join(sorted({t.server for t in other}))
+        print(f"left out: {len(other)} table(s) measured on server={engines} -- an export for {args.export} is "
+              f"made from {args.export}'s own measurements (or the simulator's)"
+              + (f"; --export {engines} gives theirs" if engines in ("vllm", "sim") else ""))
     if not tables:
         match = f" matching {args.family!r}" if args.family else ""
         print(f"no per-load table: no family of configs differing only in spec.budget (with the baseline) "
-              f"was measured at closed-loop loads under {args.dir}{match}")
+              f"was measured at closed-loop loads on {args.export} under {args.dir}{match}")
         return
     doc, rendered = document(tables, args.export, command=command)
     for t, r in zip(tables, rendered):
         print("\n".join(text_lines(t, args.export, r)))
+        print()
+    picks = dynamic_pick.recommend(tables)
+    doc["recommended"] = [p.to_dict() for p in picks]
+    for p in picks:
+        print("\n".join(dynamic_pick.lines(p, args.export, rendered[tables.index(p.table)])))
         print()
     if args.no_write or out is None:
         return

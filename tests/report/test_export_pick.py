@@ -1,0 +1,41 @@
+"""``python -m sweep.schedule --export vllm`` on a directory of two engines' landscapes: only vLLM's
+families become vLLM tables (the llama.cpp ones were rendered as vLLM configs), and each workload
+ends with the one table to deploy, its launch argument and overrides, then the alternatives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LANDSCAPES = ROOT / "benchmarks" / "measured" / "landscapes"
+
+
+def test_an_engines_export_is_made_from_its_own_families_and_names_one_table_per_workload(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(LANDSCAPES), "-o", str(tmp_path),
+                           "--export", "vllm"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "120", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "derived from server=llamacpp" not in out and "spec=llamacpp_" not in out
+    left = [line for line in out.splitlines() if line.startswith("left out: ")]
+    assert len(left) == 1 and "measured on server=llamacpp" in left[0]
+    doc = yaml.safe_load((tmp_path / "dynamic-vllm.yaml").read_text())
+    assert {t["measured_on"] for t in doc["tables"]} == {"vllm"} and len(doc["tables"]) >= 2
+    recommended = {r["workload"]: r for r in doc["recommended"]}
+    assert set(recommended) == {"edit", "prose"}  # the vLLM landscape's two workloads, one pick each
+    lines = out.splitlines()
+    for workload, rec in recommended.items():
+        i = next(i for i, line in enumerate(lines) if line.startswith(f"deploy for {workload} (ctx 512)"))
+        assert lines[i + 1].startswith("  --speculative-config '{\"method\":\"ngram\"")
+        assert lines[i + 2].startswith("  overrides: server=vllm spec=ngram ")
+        assert lines[i + 3].startswith("  alternatives: ")
+        table = next(t for t in doc["tables"] if t["family"] == rec["family"] and t["workload"] == workload)
+        # the pick's figure is its table's picks' geometric mean: never below an alternative's
+        assert rec["geo_mean_tok_s"] > 0 and all(0 <= a["below"] < 1 for a in rec["alternatives"])
+        assert table["per_load"], table
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".yaml") == ["dynamic-vllm.yaml", "schedule.yaml"]
