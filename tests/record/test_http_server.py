@@ -114,10 +114,10 @@ def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, t
     monkeypatch.setenv("COLUMNS", "250")
     plots = tmp_path / "plots"
     assert report.main(["--tracking-uri", mlflow_server, "--experiment", "down-sync",
-                        "--sweep-id", "13-00-00", "--hardware", "b300", "--plots", str(plots)]) == 0
+                        "--sweep-id", "13-00-00", "--hardware", "b300", "--plots", str(plots), "--full-names"]) == 0
     out = capsys.readouterr().out
     for budget in (8, 16, 32):
-        assert f"b300-ddtree-b{budget}-t4-w2048" in out
+        assert f"b300-ddtree-b{budget}-t4-w2048" in out  # the full names under the table (its rows: b8, b16, b32)
     assert "★" in out and "cuda_graph" in out and "2.20x" in out
     assert (plots / "throughput_vs_budget.png").stat().st_size > 1000
     assert (plots / "pareto_per_stream_vs_aggregate.png").stat().st_size > 1000
@@ -129,5 +129,5 @@ def test_down_then_sync_exactly_once(mlflow_server: str, closed_port_uri: str, t
     assert len(capsys.readouterr().out.strip().splitlines()) == 1 + 3
 
     # ... and straight from the files (MLflow not needed).
-    assert report.main(["--dir", str(root), "--spec", "ddtree"]) == 0
+    assert report.main(["--dir", str(root), "--spec", "ddtree", "--full-names"]) == 0
     assert "b300-ddtree-b16-t4-w2048" in capsys.readouterr().out
