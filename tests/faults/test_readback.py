@@ -182,7 +182,8 @@ def _lines_naming(stderr: str, paths: list[Path]) -> dict[Path, list[str]]:
 def test_schedule_and_report_name_each_bad_file_and_use_the_good_ones(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     good, bad = hostile_sweep(sweep_dir)
-    for args in (["sweep.schedule", "--dir", str(sweep_dir)], ["sweep.report", "--dir", str(sweep_dir)]):
+    for args in (["sweep.schedule", "--dir", str(sweep_dir), "--full-names"],
+                 ["sweep.report", "--dir", str(sweep_dir), "--full-names"]):
         t0 = time.monotonic()
         proc = run(tmp_path, *args)
         assert time.monotonic() - t0 < 200
