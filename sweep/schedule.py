@@ -170,6 +170,60 @@ def _export(args: argparse.Namespace, docs: list[Any], sources: list[str], slo: 
     print(f"written: {path}", file=sys.stderr)
 
 
+def _recommend(schedules: list[Any], docs: list[Any], sources: list[str], slo: Slo | None) -> None:
+    """Per engine the one thing to deploy per workload, as ``--export`` ends, without writing it: the
+    per-load table (sweep/report/dynamic_pick.py) where the engine takes one, else the one static
+    config whose estimates give the most throughput over the schedule's loads."""
+    from sweep.report import dynamic_pick
+    from sweep.report.dynamic import derive
+    from sweep.report.dynamic_export import ENGINES, render_table
+
+    tables = derive(docs, sources, slo=slo)
+    engines = sorted({str(d.config_section("server").get("name") or "") for d in docs} - {""})
+    for engine in engines:
+        print()
+        if engine not in ENGINES:
+            for sch in schedules:
+                if sch.group.rows and sch.group.rows[0].doc.config_section("server").get("name") == engine:
+                    print(f"recommended on {engine}: " + _static_pick(sch, engine))
+            continue
+        picks = dynamic_pick.recommend([t for t in tables if t.server == engine])
+        if not picks:
+            print(f"recommended on {engine}: no per-load table (no family of configs differing only in "
+                  "spec.budget, with the baseline): the schedule's pick per load above")
+        for pk in picks:
+            rendered = render_table(pk.table, engine)
+            print(f"recommended on {engine}: " + "\n".join(dynamic_pick.lines(pk, engine, rendered)))
+        print(f"  (--export {engine} prints every table and writes dynamic-{engine}.yaml for sweep.verify_dynamic)")
+
+
+def _static_pick(sch: Any, engine: str) -> str:
+    """One config for every load (an engine that runs one draft length for all batches): the one whose
+    estimates over the schedule's loads have the highest geometric mean, the others' distance below."""
+    import math
+
+    from sweep.report.shortnames import short_names
+
+    loads = [lv.load for lv in sch.levels]
+    scores = []
+    for name, curve in sch.curves.items():
+        at = {load: tok for load, tok, _ in curve if tok and tok > 0}
+        if loads and all(x in at for x in loads):
+            scores.append((sum(math.log(at[x]) for x in loads) / len(loads), name))
+    where = f"{sch.group.workload_label.split(' (')[0]} (ctx {sch.context})"
+    if not scores:
+        return f"{where}: no config measured at every load of the schedule: its pick per load above"
+    scores.sort(reverse=True)
+    short = dict(zip([n for _, n in scores], short_names([n for _, n in scores]).names))
+    best, name = scores[0]
+    others = ", ".join(f"{short[n]} ({1 - math.exp(v - best):.0%} below)" for v, n in scores[1:4])
+    return (f"{where}: {short[name]} at every load ({engine} runs one draft length for all batches) -- "
+            f"{math.exp(best):,.1f} tok/s, the geometric mean of its estimates at {sch.unit} "
+            f"{','.join(f'{x:g}' for x in loads)}" + (f"; alternatives: {others}" if others else "")
+            + ("; open levels above: within their noise, not a verdict" if any(lv.state in ("open", "unknown")
+                                                                               for lv in sch.levels) else ""))
+
+
 @command("sweep.schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
@@ -206,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = None if args.no_write else _out_dir(args)
     if args.export is not None:
         _export(args, [d for _, d in found], [str(p) for p, _ in found], slo, command.strip(), out)
+    elif args.format != "json":
+        _recommend(schedules, [d for _, d in found], [str(p) for p, _ in found], slo)
     if out is None:
         return skipped.exit_code()
     import yaml

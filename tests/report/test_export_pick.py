@@ -39,3 +39,20 @@ def test_an_engines_export_is_made_from_its_own_families_and_names_one_table_per
         assert rec["geo_mean_tok_s"] > 0 and all(0 <= a["below"] < 1 for a in rec["alternatives"])
         assert table["per_load"], table
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".yaml") == ["dynamic-vllm.yaml", "schedule.yaml"]
+
+
+def test_the_schedule_ends_with_one_recommendation_per_engine_and_workload(tmp_path: Path) -> None:
+    """Without --export the schedule still says what to deploy: vLLM's per-load table per workload,
+    and for llama.cpp (one draft length for every batch) the one config over the loads."""
+    before = sorted(p.name for p in LANDSCAPES.iterdir())
+    proc = subprocess.run([sys.executable, "-m", "sweep.schedule", "--dir", str(LANDSCAPES), "-o", str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "120", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = [line for line in proc.stdout.splitlines() if line.startswith("recommended on ")]
+    llama = [line for line in rec if line.startswith("recommended on llamacpp: ")]
+    vllm = [line for line in rec if line.startswith("recommended on vllm: deploy for ")]
+    assert len(llama) == 2 and {"(ctx 64)" in llama[0], "(ctx 256)" in llama[1]} == {True}
+    assert all("at every load (llamacpp runs one draft length for all batches)" in line for line in llama)
+    assert sorted(line.split("deploy for ")[1].split(" (")[0] for line in vllm) == ["edit", "prose"]
+    assert sorted(p.name for p in LANDSCAPES.iterdir()) == before  # nothing written beside the recordings
