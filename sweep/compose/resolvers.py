@@ -18,7 +18,9 @@ is true where ``x`` is false or null and null otherwise, for a negative flag (vL
 (:mod:`sweep.compose.engine_paths`), so a server group can name its binary and a
 model group its weights without a path spelled in Python. ``${sweep.objective:metric,metrics}``
 names what a study maximises: ``objective.metric``, or every key of a multi-objective
-study's ``objective.metrics`` joined by ``+`` (its study name says both).
+study's ``objective.metrics`` joined by ``+`` (its study name says both). ``${sweep.minus:a,b}``
+is ``a - b`` for a count one engine spells one less than another (vLLM's DSpark
+``num_speculative_tokens`` is the verify block less one); null stays null.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("sweep.gt", lambda a, b: float(a) > float(b))
     if not OmegaConf.has_resolver("sweep.when"):
         OmegaConf.register_new_resolver("sweep.when", _when)
+    if not OmegaConf.has_resolver("sweep.minus"):
+        OmegaConf.register_new_resolver("sweep.minus", _minus)
     if not OmegaConf.has_resolver("sweep.not"):
         OmegaConf.register_new_resolver("sweep.not", _not)
     if not OmegaConf.has_resolver("sweep.csv"):
@@ -58,6 +62,12 @@ def _objective(metric: Any, metrics: Any = None) -> str:
     if isinstance(metrics, (list, tuple, ListConfig)) and len(metrics) > 0:
         return "+".join(str(m) for m in metrics)
     return str(metric)
+
+
+def _minus(a: Any, b: Any) -> int | None:
+    if a is None:
+        return None
+    return int(a) - int(b)
 
 
 def _when(cond: Any, value: Any) -> Any:

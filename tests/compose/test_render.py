@@ -108,3 +108,16 @@ def test_dry_run_last_line_is_the_quoted_command(tmp_path) -> None:
     assert lines[-2].startswith("fingerprint: ")
     assert lines[-1].startswith("env SGLANG_DDTREE_MAX_TOPK=4 ")
     assert shlex.split(lines[-1])[3:5] == ["-m", "sweep.sim"]
+
+
+def test_dspark_block_is_k_plus_one_on_vllm_and_the_window_on_sglang() -> None:
+    """DSpark's ``spec.block`` is the verify window: SGLang takes it as --speculative-num-draft-tokens,
+    vLLM's num_speculative_tokens K proposes K tokens, a block of K + 1 (it rendered 8 for block 8)."""
+    for block in (8, 4):
+        la = launch("server=vllm", "hardware=b300", "model=deepseek_v32", "spec=dspark", f"spec.block={block}")
+        args = list(la.args)
+        conf = json.loads(args[args.index("--speculative-config") + 1])
+        assert conf["method"] == "dspark" and conf["num_speculative_tokens"] == block - 1
+        sg = list(launch("server=sglang", "hardware=b300", "model=deepseek_v32", "spec=dspark",
+                         f"spec.block={block}").args)
+        assert sg[sg.index("--speculative-num-draft-tokens") + 1] == str(block)
