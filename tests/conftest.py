@@ -24,6 +24,10 @@ import pytest
 # The local launcher records the servers it starts under $XDG_STATE_HOME; tests
 # (and the `python -m sweep` subprocesses they start) keep that out of ~.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="specsweep-test-state-")
+# The commands print to a pipe at $COLUMNS (what the reader said their screen is); pytest-xdist's
+# workers inherit COLUMNS=80 from their terminal, which wrapped the lines tests read. Every command
+# the tests start sees 120 columns, a test of another width says so in its own env.
+os.environ["COLUMNS"] = "120"
 
 from sweep.sim.launch import SimProcess, start_sim
 

@@ -176,6 +176,7 @@ def _values(rule: bounds.Rule, full: bool) -> list[tuple[str, str]]:
         "name": [("'../../x'", "path escape"), ("'a b;id'", "injection")],
         "str": [("[a,b]", "wrong type"), ("{a: 1}", "wrong type")],
         "strs": [("{a: 1}", "wrong type")],
+        "enums": [("[bogus]", "not one of the choices"), ("{a: 1}", "wrong type")],
         "paths": [("{a: 1}", "wrong type")],
         "path": [("[a,b]", "wrong type")],
         "host": [("'not a host'", "host syntax"), ("'$(id)'", "injection")],

@@ -186,6 +186,8 @@ def strategy(rule: Rule) -> st.SearchStrategy[str]:
     if kind == "strs":
         empty = ["''", "[]"] if rule.required else []
         return st.sampled_from(["{a: 1}", "[" + q("a\nb") + "]", "[[a]]", "[{a: 1}]", *empty])
+    if kind == "enums":  # a list of choices (failure reasons): a typo, a wrong shape
+        return st.sampled_from(["[cuda_grpah]", "[oom,oomm]", "bogus", "{a: 1}", "[[oom]]", "[{a: 1}]", "['']"])
     if kind == "mapping":
         return st.sampled_from(["5", "abc", "[1]", "true", "''"])
     if kind == "list":
