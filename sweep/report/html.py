@@ -27,7 +27,7 @@ from sweep.report import svg
 from sweep.report._html_style import CSS
 from sweep.report.compare import Group, Row, build_groups
 from sweep.report.html_names import results_dir
-from sweep.report.records import (LANDSCAPE_MORE, decide_command, headline_cell, interval, objective_columns,
+from sweep.report.records import (LANDSCAPE_MORE, headline_cell, interval, objective_columns,
                                   objective_text, record, recorded_landscape, rerun_command, short_names)
 from sweep.score.metrics import ok_cells
 from sweep.score.names import LABELS, shown
@@ -369,8 +369,9 @@ def _group(g: Group, i: int, colors: Colors, drawn: tuple[set[int], bool] = (set
                    f"<br><small>{escape(g.noise_line or '')}</small>"
                    + (f"<br><small>to decide: {escape(LANDSCAPE_MORE)}</small></div>"
                       if recorded_landscape(r.doc for r in g.rows) else
-                      f"<br><small>to decide: <code>{escape(decide_command([], _dir_arg(results)))}</code> measures "
-                      "again only the open cells (the runs pool as repeats)</small></div>"))
+                      "<br><small>to decide: <code>python -m sweep.decide --dir "
+                      f"{escape(_dir_arg(results))}</code> measures again only the open cells "
+                      "(the runs pool as repeats)</small></div>"))
     else:
         verdict = '<div class="note">No feasible trial in this group.</div>'
     meta = (f'<p class="group-meta"><b>{escape(g.hardware_label)}</b> · model <b>{escape(g.model_label)}</b> · '

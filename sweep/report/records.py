@@ -153,12 +153,6 @@ def recorded_landscape(docs: Iterable[TrialResult]) -> bool:
                               and d.trial.extra.get("landscape_overrides") for d in docs)
 
 
-def decide_command(docs: Iterable[TrialResult], where: str) -> str:
-    """What settles an open verdict: ``python -m sweep.decide --dir`` over a results dir, the
-    recorder's further rounds over a recorded landscape."""
-    return LANDSCAPE_MORE if recorded_landscape(docs) else f"python -m sweep.decide --dir {where}"
-
-
 def rerun_command(row: Row) -> str:
     """``python -m sweep <the trial's overrides>``: the one command that runs this config again
     (secrets masked as in result.json; the sweeper's own bookkeeping keys left out)."""

@@ -17,8 +17,8 @@ from sweep.record.result import TrialResult
 from sweep.report.compare import Group, Row, all_rows, build_groups
 from sweep.report.fit import Column, Fitted, fit
 from sweep.report.fit import table as fitted_table
-from sweep.report.records import (LANDSCAPE_MORE, decide_command, marker, objective_columns, record,
-                                  recorded_landscape, records, rerun_command)
+from sweep.report.records import (LANDSCAPE_MORE, marker, objective_columns, record, recorded_landscape, records,
+                                  rerun_command)
 from sweep.report.shortnames import renamed
 from sweep.score.names import LABELS, interval_text, rounded, shown
 
@@ -133,7 +133,7 @@ def verdict_lines(g: Group, where: Path | str | None = None) -> list[str]:
     docs = [r.doc for r in g.rows]
     if recorded_landscape(docs):
         return [f"no best yet: {leader.name} leads, {g.noise_line}", f"to decide: {LANDSCAPE_MORE}"]
-    to = decide_command(docs, str(where) if where else "<this dir>")
+    to = f"python -m sweep.decide --dir {where if where else '<this dir>'}"
     return [f"no best yet: {leader.name} leads, {g.noise_line}",
             f"to decide: {to} (measures again only the open cells; the runs pool as repeats)"]
 
