@@ -41,7 +41,11 @@ def burning(seconds: float) -> Iterator[int]:
 
 
 @pytest.fixture
-def burner() -> Iterator[int]:
+def burner(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    # A CI box runs the suite's other workers and their engines beside this test: more than
+    # TOP_PROCS of them may outburn the orphan, so every other process is listed here.
+    monkeypatch.setattr(boxstate, "TOP_PROCS", 10_000)
+    monkeypatch.setattr(boxstate, "PROC_FLOOR", 0.01)
     yield from burning(30)
 
 
