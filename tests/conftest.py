@@ -28,6 +28,12 @@ os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="specsweep-test-state-")
 # workers inherit COLUMNS=80 from their terminal, which wrapped the lines tests read. Every command
 # the tests start sees 120 columns, a test of another width says so in its own env.
 os.environ["COLUMNS"] = "120"
+# llama.cpp decodes on every core by default, and its threads spin at each step's barrier: where
+# four workers share two cores, a descheduled thread stalls the other while it burns its core
+# (measured: docs/llamacpp.md's grid beside three busy processes took 259 s and 245 CPU-s on two
+# threads, 67 s and 42 CPU-s on one). Every llama-server the suite starts, the docs' commands
+# included, runs one thread through llama.cpp's own env for -t (a rendered --threads still wins).
+os.environ.setdefault("LLAMA_ARG_THREADS", "1")
 
 from sweep.sim.launch import SimProcess, start_sim
 

@@ -35,7 +35,7 @@ def _crosscheck_module():
                          ids=["draft4", "autoregressive"])
 def test_harness_matches_llama_cpp_timings(engine, tmp_path: Path, overrides):
     mod = _crosscheck_module()
-    rows, totals = mod.crosscheck([*overrides, "server.threads=2"], requests=4, max_tokens=64, workdir=tmp_path)
+    rows, totals = mod.crosscheck([*overrides, "server.threads=1"], requests=4, max_tokens=64, workdir=tmp_path)
     print("\n" + mod.table(rows, totals))
     assert totals["errors"] == 0 and len(rows) == 4
     for row in rows:
@@ -83,7 +83,7 @@ def test_llama_server_closes_after_every_stream_and_the_harness_copes(engine, tm
     import llamacpp_env
 
     port = llamacpp_env.free_port()
-    cfg = from_omegaconf(compose(["server=llamacpp", "spec=none", f"server.port={port}", "server.threads=2"]))
+    cfg = from_omegaconf(compose(["server=llamacpp", "spec=none", f"server.port={port}", "server.threads=1"]))
     launcher = launchers.get_launcher(cfg.launcher)
     try:
         handle = launcher.ensure(render(cfg), cfg.server, tmp_path)
