@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ import pytest
 import llamacpp_env
 import vllm_env
 import readme_blocks
-from _support import ROOT, engine_env
+from _support import ROOT, docs_commands, engine_env
 
 README = ROOT / "README.md"
 # config-keys.md is generated from the key table (no commands); every other page's examples run
@@ -70,15 +69,6 @@ def _workdir(checkout: Path, group: str) -> Path:
     return work
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")  # `python` is ours
-    env.pop("MLFLOW_TRACKING_URI", None)  # the pages' default: sqlite:///mlflow.db where you run it
-    env["PYTHONUNBUFFERED"] = "1"
-    env["COLUMNS"] = "160"
-    return env
-
-
 def _slurm_cluster() -> Any:
     """The test SLURM cluster (started or reused), or skip (fail under CI) without SLURM."""
     from _support.slurm_cluster import missing, start
@@ -113,6 +103,8 @@ REVIEWED_SKIPS = (
     "bash .ci/run",               # CI itself
     "mlflow ui",                  # runs until Ctrl-C; tests/record/test_ui_chromium.py opens the pages
     "pip install -e '.[llamacpp]'",  # .ci/run installs the extras (a pip here would repoint the venv)
+    "python -m sweep.engines vllm",  # .ci/run installs it; the block's grid and search are run as printed by
+    # tests/engines/test_vllm_trials.py and test_vllm_search.py, which check what they wrote (minutes, once)
     "python -m sweep.calibrate multirun/",  # needs result files from a real GPU box
     "python -m sweep.calibrate -o sweep/sim/calibrations",  # rewrites the shipped calibrations
     "python -m sweep -m hydra/sweeper=optuna launcher=slurm hydra.sweeper.n_jobs=4",  # a GPU cluster's
@@ -203,7 +195,7 @@ def test_readme_command(block: readme_blocks.Block, cmd: readme_blocks.Command, 
         llamacpp_env.require()
     if "vllm" in block.needs:
         vllm_env.require()
-    env = _env()
+    env = docs_commands.env()
     if "slurm" in block.needs:
         env.update(_slurm_cluster().env)
     where = f"{block.page}:{cmd.line}"
