@@ -39,15 +39,14 @@ def command(page: str, starts: str) -> readme_blocks.Command:
     return found[0]
 
 
-def run(page: str, starts: str, cwd: Path, request: Any, timeout: float = 1500,
-        engine: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the page's command in ``cwd`` as tests/test_readme.py would (an engine's at the engines'
-    niceness) and put its time in the suite's table of the pages' commands."""
+def run(page: str, starts: str, cwd: Path, request: Any, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    """Run the page's (real engine's) command in ``cwd`` as tests/test_readme.py would, at the engines'
+    niceness, and put its time in the suite's table of the pages' commands."""
     cmd = command(page, starts)
     t0 = time.monotonic()
     out = subprocess.run(["bash", "-c", cmd.text], cwd=cwd, env=env(), capture_output=True, text=True,
                          timeout=timeout, stdin=subprocess.DEVNULL,
-                         preexec_fn=engine_env.yield_the_cpu if engine else None)
+                         preexec_fn=engine_env.yield_the_cpu)
     request.node.user_properties.append(
         ("readme_time", (f"{page}:{cmd.line}", cmd.text, time.monotonic() - t0, f"exit {out.returncode}")))
     return out
