@@ -42,7 +42,7 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SOURCE = ROOT / "benchmarks" / "measured" / "landscapes" / "vllm-cpu-smollm2.json"
+SOURCE = ROOT / "benchmarks" / "busy-box" / "vllm-cpu-smollm2.json"
 
 
 def truth_of(doc: dict[str, Any], stretch: float) -> dict[tuple[str, str, int], float]:

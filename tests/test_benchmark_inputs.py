@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LANDSCAPE = ROOT / "benchmarks" / "measured" / "landscapes" / "vllm-cpu-smollm2.json"
+LANDSCAPE = ROOT / "benchmarks" / "busy-box" / "vllm-cpu-smollm2.json"
 
 
 def _script(name: str) -> Any:

@@ -13,6 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LANDSCAPES = ROOT / "benchmarks" / "measured" / "landscapes"
+VLLM_WORKLOADS = ["edit"]  # the quiet re-recording (issue 41) holds edit; prose is in benchmarks/busy-box/ only
 
 
 def test_an_engines_export_is_made_from_its_own_families_and_names_one_table_per_workload(tmp_path: Path) -> None:
@@ -25,9 +26,9 @@ def test_an_engines_export_is_made_from_its_own_families_and_names_one_table_per
     left = [line for line in out.splitlines() if line.startswith("left out: ")]
     assert len(left) == 1 and "measured on server=llamacpp" in left[0]
     doc = yaml.safe_load((tmp_path / "dynamic-vllm.yaml").read_text())
-    assert {t["measured_on"] for t in doc["tables"]} == {"vllm"} and len(doc["tables"]) >= 2
+    assert {t["measured_on"] for t in doc["tables"]} == {"vllm"} and len(doc["tables"]) >= 1
     recommended = {r["workload"]: r for r in doc["recommended"]}
-    assert set(recommended) == {"edit", "prose"}  # the vLLM landscape's two workloads, one pick each
+    assert set(recommended) == set(VLLM_WORKLOADS)  # one pick per workload the vLLM landscape recorded
     lines = out.splitlines()
     for workload, rec in recommended.items():
         i = next(i for i, line in enumerate(lines) if line.startswith(f"deploy for {workload} (ctx 512)"))
@@ -54,5 +55,5 @@ def test_the_schedule_ends_with_one_recommendation_per_engine_and_workload(tmp_p
     vllm = [line for line in rec if line.startswith("recommended on vllm: deploy for ")]
     assert len(llama) == 2 and {"(ctx 64)" in llama[0], "(ctx 256)" in llama[1]} == {True}
     assert all("at every load (llamacpp runs one draft length for all batches)" in line for line in llama)
-    assert sorted(line.split("deploy for ")[1].split(" (")[0] for line in vllm) == ["edit", "prose"]
+    assert sorted(line.split("deploy for ")[1].split(" (")[0] for line in vllm) == VLLM_WORKLOADS
     assert sorted(p.name for p in LANDSCAPES.iterdir()) == before  # nothing written beside the recordings

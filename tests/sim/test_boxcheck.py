@@ -20,7 +20,7 @@ import yaml
 from sweep.sim import boxcheck, constants
 
 ROOT = Path(__file__).resolve().parents[2]
-LANDSCAPE = ROOT / "benchmarks" / "measured" / "landscapes" / "vllm-cpu-smollm2.json"
+LANDSCAPE = ROOT / "benchmarks" / "busy-box" / "vllm-cpu-smollm2.json"
 CELL = ["server=vllm", "hardware=cpu", "workload=edit", "spec=none", "workload.contexts=[512]",
         "workload.concurrency=[3]", "workload.max_tokens=128"]
 
