@@ -71,7 +71,7 @@ def test_the_users_command_line_predicts_its_landscape(name: str) -> None:
 
     cells = judge.user_table(LANDS / f"{name}.json")
     tok, ttft, acc = USER_PATH[name]
-    assert len(cells) >= 40
+    assert len(cells) >= 28  # the vLLM landscape: 7 configs x 4 loads of edit
     assert judge.median_error(cells, "output_tok_s") < tok
     assert judge.median_error(cells, "ttft_ms_p50") < ttft
     assert judge.median_error(cells, "accept_len") < acc
@@ -232,7 +232,7 @@ def test_the_served_dtype_is_what_streams() -> None:
 
 
 def test_the_per_load_schedule_from_two_measured_configs_agrees_with_the_measured_one() -> None:
-    """The re-recorded vLLM landscape: fitted on spec=none and n-gram budget 8 alone (16 cells, every
+    """The re-recorded vLLM landscape: fitted on spec=none and n-gram budget 8 alone (8 cells of edit, every
     round) with budget 8's per-position acceptance carried to 1, 2 and 4, the twin's best budget per
     load is the measured best or tied with it (sweep.report.schedule over the landscape's rounds,
     as python -m sweep.schedule --dir reads it) at most levels, run as predicted the box keeps most
@@ -241,7 +241,7 @@ def test_the_per_load_schedule_from_two_measured_configs_agrees_with_the_measure
     import _twin_judge as judge
 
     got = judge.schedule_agreement(LANDS / "vllm-cpu-smollm2.json")
-    assert got.measured_cells == 16 and [b for b, _ in got.family] == [1, 2, 4, 8]
+    assert got.measured_cells == 8 and [b for b, _ in got.family] == [1, 2, 4, 8]  # 2 configs x 4 loads of edit
     assert len(got.levels) == 4  # edit (the quiet re-recording), loads 1, 2, 4, 8
     assert got.agreement >= SCHEDULE_AGREEMENT, [(lv.workload, lv.load, lv.predicted, lv.measured) for lv in got.levels]
     kept = sorted(lv.kept for lv in got.levels if lv.kept is not None)
