@@ -199,6 +199,7 @@ class Band:
     candidates: list[str] = field(default_factory=list)  # an open band's configs (leader first)
     tok_s: list[float] = field(default_factory=list)     # the best's tok/s at each measured level
     ci: list[tuple[float, float] | None] = field(default_factory=list)
+    regret: float | None = None  # an open band: the largest regret bound of its levels (its line's)
 
     @property
     def name(self) -> str | None:
@@ -206,7 +207,11 @@ class Band:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return ("pick", self.best.name) if self.best is not None else (self.state, *sorted(self.candidates))
+        """Levels merge into one band only when they say the same: the same best, or (open) the same
+        pick among the same contenders -- one line for two open levels named the first one's pick."""
+        if self.best is not None:
+            return ("pick", self.best.name)
+        return (self.state, *self.candidates[:1], *sorted(self.candidates[1:]))
 
     def to_dict(self, last: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {"from": _num(self.start), "to": _num(self.to),
@@ -374,7 +379,7 @@ def _bands(levels: Sequence[Level]) -> list[Band]:
         cands = [] if lv.best is not None or lv.pick is None else [lv.pick.name, *(e.name for e in lv.tied)]
         band = Band(start=lv.load, to=lv.load, levels=[lv.load], best=lv.best, state=lv.state, why=lv.why,
                     candidates=cands, tok_s=[lv.best.tok_s] if lv.best is not None else [],
-                    ci=[lv.best.ci] if lv.best is not None else [])
+                    ci=[lv.best.ci] if lv.best is not None else [], regret=lv.regret if lv.best is None else None)
         if bands and bands[-1].key == band.key:
             last = bands[-1]
             last.levels.append(lv.load)
@@ -384,6 +389,8 @@ def _bands(levels: Sequence[Level]) -> list[Band]:
             if lv.best is not None:
                 last.tok_s.append(lv.best.tok_s)
                 last.ci.append(lv.best.ci)
+            elif (lv.regret or 0.0) > (last.regret or 0.0):  # the band's line gives its largest bound
+                last.why, last.regret = lv.why, lv.regret
             continue
         bands.append(band)
     if bands and bands[-1].best is not None:  # the best's own max-load probes that met the SLO count

@@ -242,3 +242,31 @@ def test_nothing_is_written_into_the_source_tree(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "inside the project's source tree: nothing written there (give -o OUT)" in done.stderr
     assert not (root / "benchmarks" / "measured" / "schedule.yaml").exists()
+
+
+def test_open_levels_share_a_line_only_when_they_share_the_pick() -> None:
+    """The recorded landscapes: open levels whose contenders are the same but whose picks differ (the quiet
+    vLLM landscape's concurrency 4 and 8: ngram-b4, then the lookup-6/3 config) were one band, and its
+    line named the first level's pick and bound, against the table's row for the second. A band's line
+    now names the pick of every level it spans, with the largest of their bounds."""
+    from sweep.io.readback import Skipped
+    from sweep.report.schedule_text import summary_lines
+    from sweep.report.table import docs_from_dir
+
+    landscapes = Path(__file__).resolve().parents[2] / "benchmarks" / "measured" / "landscapes"
+    recorded, sources = docs_from_dir(landscapes, Skipped())
+    for s in build_schedules(recorded, sources=sources):
+        levels = {lv.load: lv for lv in s.levels}
+        lines = summary_lines(s)
+        for b in s.bands:
+            if b.best is not None or not b.candidates:
+                continue
+            picks = {levels[x].pick.name for x in b.levels if levels[x].pick is not None}
+            assert picks == {b.candidates[0]}, (s.title, b.levels, picks)
+            worst = max(levels[x].regret or 0.0 for x in b.levels)
+            assert b.regret == worst and b.why == max((levels[x] for x in b.levels),
+                                                      key=lambda lv: lv.regret or 0.0).why
+            span = f"{s.unit} {b.start:g}" + (f"-{b.to:g}" if b.to != b.start else "")
+            assert any(line.startswith(f"{span}: ") and f"{worst:.1%} below" in line for line in lines), lines
+    vllm = [s for s in build_schedules(recorded, sources=sources) if "vllm" in s.title]
+    assert vllm and [len(b.levels) for b in vllm[0].bands] == [1, 1, 1, 1]  # four picks, four lines
